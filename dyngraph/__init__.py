@@ -1,0 +1,36 @@
+"""dyngraph: a define-by-run deep-learning framework with PyTorch's surface.
+
+>>> import dyngraph as dg
+>>> x = dg.tensor([1.0, 2.0], requires_grad=True)
+>>> y = (x * x).sum() if x.sum() > 0 else x.sum()   # ordinary Python control flow
+>>> y.backward(); x.grad
+tensor([2., 4.])
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .dtypes import (  # noqa: F401
+    bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
+    iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
+    set_default_dtype, short, uint8,
+)
+from .backend import device, cuda_available  # noqa: F401
+from .size import Size  # noqa: F401
+from .tensor import Tensor  # noqa: F401
+from . import ops  # noqa: F401  (registers every primitive and Tensor method)
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.reduction import *  # noqa: F401,F403
+from .ops.shape import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
+from .creation import *  # noqa: F401,F403
+from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state  # noqa: F401
+from .printing import set_printoptions  # noqa: F401
+from . import autograd  # noqa: F401
+from .autograd.grad_mode import (  # noqa: F401
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from .ops.elementwise import abs, pow, round  # noqa: F401,A004  (shadow builtins like torch)
+from .ops.reduction import sum  # noqa: F401,A004

@@ -1,0 +1,102 @@
+"""Anomaly mode: find the forward operation whose backward produced NaN/Inf.
+
+While enabled, each recorded node keeps the user's stack at creation; when a
+backward rule returns a non-finite gradient the engine raises an error that
+names the op and shows the line of user code that created it.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+import numpy as np
+
+from .grad_mode import STATE
+
+__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def is_anomaly_enabled() -> bool:
+    return STATE.anomaly
+
+
+def capture_stack():
+    """The creation stack, without dyngraph's own frames."""
+    frames = traceback.extract_stack()[:-1]
+    user = [f for f in frames if not f.filename.startswith(_PKG_DIR)]
+    return {"traceback": user or frames}
+
+
+def describe_source(node) -> str | None:
+    info = node.info
+    if isinstance(info, dict) and info.get("traceback"):
+        f = info["traceback"][-1]
+        return f"{f.filename}:{f.lineno}: {f.line}"
+    return None
+
+
+def check_grads(node, grads) -> None:
+    """Raise if any gradient ``node`` produced contains NaN (or Inf with check_inf)."""
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        arr = g._data if hasattr(g, "_data") else g
+        if arr.dtype.kind != "f":
+            continue
+        bad = np.isnan(arr).any()
+        what = "nan"
+        if not bad and STATE.anomaly_check_nan == "inf":
+            bad = not np.isfinite(arr).all()
+            what = "inf"
+        if bad:
+            where = ""
+            info = node.info
+            if isinstance(info, dict) and info.get("traceback"):
+                where = "\nThe forward call that created it:\n" + "".join(
+                    traceback.format_list(info["traceback"][-6:]))
+            raise RuntimeError(
+                f"Function '{node.name()}' returned {what} values in its {i}th output "
+                f"(the gradient for input {i} of op '{node.prim.name}').{where}")
+
+
+class detect_anomaly:  # noqa: N801
+    """Context manager: record creation stacks and check every backward for NaN.
+
+    >>> with dg.autograd.detect_anomaly():
+    ...     loss = model(x); loss.backward()   # raises, naming the op and your line
+
+    ``check_nan=True`` checks NaN only (PyTorch's behaviour); pass
+    ``check_nan="inf"`` to also reject infinities.
+    """
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
+        STATE.anomaly = True
+        STATE.anomaly_check_nan = self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        STATE.anomaly, STATE.anomaly_check_nan = self._prev
+        return False
+
+
+class set_detect_anomaly:  # noqa: N801
+    """Turn anomaly mode on or off (function or context manager)."""
+
+    def __init__(self, mode: bool, check_nan=True):
+        self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
+        STATE.anomaly = bool(mode)
+        STATE.anomaly_check_nan = check_nan
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        STATE.anomaly, STATE.anomaly_check_nan = self._prev
+        return False

@@ -1,0 +1,438 @@
+"""The reverse-mode engine: ``backward()`` and ``autograd.grad`` over the live graph.
+
+The engine never recurses (graphs of 100k+ nodes are normal for RNNs):
+
+1. discover the reachable graph with an explicit stack and count, for every
+   vertex (a :class:`Node`, or a leaf tensor), how many edges point at it;
+2. when ``autograd.grad``/``inputs=`` asks for specific tensors, prune the
+   graph to the vertices that lie on a path to them;
+3. run vertices whose gradients have all arrived (their count fell to zero),
+   summing the gradients that arrive on several edges, accumulating into
+   leaves' ``.grad`` or capturing them for ``autograd.grad``;
+4. release saved values as each node finishes, unless ``retain_graph``.
+
+Without ``create_graph`` every rule runs on raw arrays; with it, rules run on
+Tensors under grad mode, recording the differentiable graph of the gradient.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .grad_mode import STATE
+from .graph import FREED, Node
+
+__all__ = ["run_backward"]
+
+
+def _vertex(t):
+    """(vertex, output_nr) where gradient for tensor ``t`` arrives."""
+    fn = t._fn
+    if fn is None:
+        return t, 0
+    return fn, t._nr
+
+
+def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
+                 accumulate=True, allow_unused=False):
+    """Differentiate ``roots`` (Tensors) with cotangents ``root_grads`` (Tensors).
+
+    With ``accumulate=True`` gradients go to leaves' ``.grad`` (restricted to
+    ``inputs`` when given); otherwise the gradients for ``inputs`` are returned
+    in order (``autograd.grad``).
+    """
+    from ..tensor import Tensor  # noqa: PLC0415
+
+    root_edges = []
+    for i, r in enumerate(roots):
+        if not r._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn: "
+                "call .requires_grad_() on the inputs you want gradients for, and do not "
+                "compute the output under no_grad()")
+        root_edges.append(_vertex(r))
+
+    targets = None
+    if inputs is not None:
+        targets = {}
+        for k, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"inputs[{k}] must be a Tensor, got {type(t).__name__}")
+            if not t._rg:
+                raise RuntimeError(
+                    f"inputs[{k}] (shape {list(t.shape)}, {t.dtype}) does not require grad: "
+                    "only tensors with requires_grad=True can be differentiated with respect to")
+            targets.setdefault(_vertex(t), []).append(k)
+
+    root_vertices = []
+    seen_roots = set()
+    for v, _ in root_edges:
+        if id(v) not in seen_roots:
+            seen_roots.add(id(v))
+            root_vertices.append(v)
+
+    deps, needed = _discover(root_vertices, targets)
+
+    captured = [None] * len(inputs) if (inputs is not None and not accumulate) else None
+    target_leaf_only = targets is not None and accumulate
+
+    buffers = {}
+    for (v, nr), g in zip(root_edges, root_grads):
+        g = g if create_graph else g._data
+        _add_to_buffer(buffers, v, nr, g)
+
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = bool(create_graph)
+    try:
+        ready = [v for v in root_vertices if deps.get(v, 0) == 0]
+        while ready:
+            v = ready.pop()
+            g = buffers.pop(v, None)
+            if type(v) is not Node:
+                _finish_leaf(v, g, create_graph, targets, captured, accumulate, target_leaf_only)
+                continue
+            node = v
+            if node.pre_hooks is not None or node.retained is not None:
+                g = _run_pre_hooks(node, g, create_graph)
+            if targets is not None and captured is not None:
+                for nr in range(node.n_out):
+                    ks = targets.get((node, nr))
+                    if ks:
+                        gi = g[nr] if node.n_out > 1 else g
+                        for k in ks:
+                            captured[k] = gi
+            grads_in = _run_node(node, g, create_graph, retain_graph, needed)
+            edges = node.edges
+            for i in range(len(edges)):
+                e = edges[i]
+                if e is None:
+                    continue
+                child, nr = e
+                if needed is not None and child not in needed:
+                    continue
+                gi = grads_in[i] if grads_in is not None else None
+                if gi is not None:
+                    _add_to_buffer(buffers, child, nr, gi)
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    ready.append(child)
+    finally:
+        STATE.grad_enabled = prev_mode
+
+    if captured is None:
+        return None
+    results = []
+    for k, t in enumerate(inputs):
+        g = captured[k]
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"One of the differentiated Tensors (inputs[{k}], shape {list(t.shape)}) "
+                    "appears to not have been used in the graph. Set allow_unused=True if "
+                    "this is the desired behavior.")
+            results.append(None)
+        elif create_graph:
+            results.append(g)
+        else:
+            results.append(Tensor._make(g, False, None, 0))
+    return results
+
+
+def _discover(root_vertices, targets):
+    """Count incoming edges per vertex; with targets, also the set of needed vertices."""
+    if targets is None:
+        deps = {}
+        stack = list(root_vertices)
+        seen = set(root_vertices)
+        while stack:
+            v = stack.pop()
+            if type(v) is Node:
+                for e in v.edges:
+                    if e is not None:
+                        c = e[0]
+                        deps[c] = deps.get(c, 0) + 1
+                        if c not in seen:
+                            seen.add(c)
+                            stack.append(c)
+        return deps, None
+
+    target_vertices = {v for v, _ in targets}
+    # iterative post-order DFS: a vertex is needed when it is a target or leads to one
+    needed = set()
+    done = set()
+    for r in root_vertices:
+        if r in done:
+            continue
+        stack = [(r, 0)]
+        done.add(r)
+        while stack:
+            v, i = stack[-1]
+            edges = v.edges if type(v) is Node else ()
+            if i < len(edges):
+                stack[-1] = (v, i + 1)
+                e = edges[i]
+                if e is not None and e[0] not in done:
+                    done.add(e[0])
+                    stack.append((e[0], 0))
+                continue
+            stack.pop()
+            if v in target_vertices or any(e is not None and e[0] in needed for e in edges):
+                needed.add(v)
+    deps = {}
+    for v in needed:
+        if type(v) is Node:
+            for e in v.edges:
+                if e is not None and e[0] in needed:
+                    deps[e[0]] = deps.get(e[0], 0) + 1
+    return deps, needed
+
+
+def _add_to_buffer(buffers, v, nr, g):
+    n_out = v.n_out if type(v) is Node else 1
+    if n_out == 1:
+        old = buffers.get(v)
+        if old is None:
+            buffers[v] = g
+        else:
+            s = old + g
+            buffers[v] = np.asarray(s) if isinstance(s, np.generic) else s
+    else:
+        slot = buffers.get(v)
+        if slot is None:
+            slot = buffers[v] = [None] * n_out
+        old = slot[nr]
+        if old is None:
+            slot[nr] = g
+        else:
+            s = old + g
+            slot[nr] = np.asarray(s) if isinstance(s, np.generic) else s
+
+
+def _wrap(a):
+    from ..tensor import Tensor  # noqa: PLC0415
+
+    return Tensor._make(a, False, None, 0)
+
+
+def _run_hook_list(hooks, g, create_graph):
+    for hook in list(hooks):
+        arg = g if create_graph else _wrap(g)
+        res = hook(arg)
+        if res is not None:
+            g = res if create_graph else res._data
+    return g
+
+
+def _run_pre_hooks(node, g, create_graph):
+    if node.pre_hooks is not None:
+        for nr, hooks in node.pre_hooks.items():
+            if not hooks:
+                continue
+            if node.n_out == 1:
+                if g is not None:
+                    g = _run_hook_list(hooks, g, create_graph)
+            elif g is not None and g[nr] is not None:
+                g[nr] = _run_hook_list(hooks, g[nr], create_graph)
+    if node.retained is not None:
+        for nr, ref in node.retained.items():
+            t = ref()
+            gi = g if node.n_out == 1 else (g[nr] if g is not None else None)
+            if t is not None and gi is not None:
+                val = gi if create_graph else _wrap(gi.copy())
+                t._grad = val if t._grad is None else _wrap_sum(t._grad, val, create_graph)
+    return g
+
+
+def _wrap_sum(old, new, create_graph):
+    if create_graph:
+        return old + new
+    return _wrap(old._data + new._data)
+
+
+def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_leaf_only):
+    if g is None:
+        return
+    if leaf._hooks:
+        g = _run_hook_list(leaf._hooks, g, create_graph)
+    if captured is not None:
+        ks = targets.get((leaf, 0))
+        if ks:
+            for k in ks:
+                captured[k] = g
+        return
+    if target_leaf_only and (leaf, 0) not in targets:
+        return
+    if accumulate:
+        _accumulate(leaf, g, create_graph)
+
+
+def _accumulate(leaf, g, create_graph):
+    """Add ``g`` into ``leaf.grad`` (in place when it is safe, as PyTorch does)."""
+    old = leaf._grad
+    if create_graph:
+        leaf._grad = g if old is None else old + g
+        return
+    if g.shape != leaf._data.shape:
+        raise RuntimeError(
+            f"gradient of shape {list(g.shape)} cannot be accumulated into a leaf of shape "
+            f"{list(leaf._data.shape)}")
+    if g.dtype != leaf._data.dtype:
+        g = g.astype(leaf._data.dtype)
+    if old is None:
+        # Copy: the same array may have been handed to several leaves (add's rule
+        # returns its incoming gradient unchanged for both inputs).
+        leaf._grad = _wrap(g.copy())
+    elif old._rg:
+        leaf._grad = _wrap(np.asarray(old._data + g))
+    else:
+        od = old._data
+        if od.flags.writeable and od.dtype == g.dtype:
+            od += g
+            if old._vc is not None:
+                old._vc[0] += 1
+        else:
+            old._data = np.asarray(od + g)
+
+
+def _saved_error(node, kind, index, t, saved_v, now_v):
+    shape = list(t.shape) if hasattr(t, "shape") else []
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: the {kind} {index} of '{node.prim.name}' ({node.name()}), a "
+        f"tensor of shape {shape}, is at version {now_v}; expected version {saved_v} instead. "
+        "Hint: replace the in-place operation (x.add_(...), x[...] = ..., x += ...) with its "
+        "out-of-place form, or clone() the tensor before modifying it.")
+
+
+def _run_node(node, g, create_graph, retain_graph, needed):
+    """Compute the gradients for each input edge of ``node`` (None where not needed)."""
+    prim = node.prim
+    saved = node.saved
+    if saved is FREED:
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time (op '{prim.name}', "
+            f"{node.name()}): its saved values were freed by the first backward(). Pass "
+            "retain_graph=True to the first backward()/autograd.grad() if you need to "
+            "backward through the graph again.")
+    if g is None:
+        return None
+    if node.n_out > 1:
+        g = _fill_missing(node, g, create_graph)
+    custom = getattr(prim, "backward_node", None)
+    if custom is not None:
+        grads = custom(node, g, create_graph)
+    else:
+        grads = _apply_rules(node, prim, saved, g, create_graph)
+    if node.post_hooks:
+        for hook in node.post_hooks:
+            gin = tuple(x if (x is None or create_graph) else _wrap(x) for x in grads)
+            gout = (g,) if node.n_out == 1 else tuple(g)
+            gout = tuple(x if (x is None or create_graph) else _wrap(x) for x in gout)
+            res = hook(gin, gout)
+            if res is not None:
+                grads = [r if (r is None or create_graph) else r._data for r in res]
+    if STATE.anomaly:
+        from .anomaly import check_grads  # noqa: PLC0415
+
+        check_grads(node, grads)
+    if not retain_graph and (saved is not None or node.out is not None):
+        node.saved = FREED
+        node.out = None
+    return grads
+
+
+def _apply_rules(node, prim, saved, g, create_graph):
+    edges = node.edges
+    n = len(edges)
+    if saved is not None:
+        versions = node.saved_versions
+        for i in range(len(saved)):
+            vv = versions[i]
+            if vv is not None and vv[0][0] != vv[1]:
+                raise _saved_error(node, "input", i, saved[i], vv[1], vv[0][0])
+        if create_graph:
+            inputs = saved
+        else:
+            from ..tensor import Tensor  # noqa: PLC0415
+
+            inputs = tuple(a._data if isinstance(a, Tensor) else a for a in saved)
+    else:
+        inputs = node.in_meta if node.in_meta is not None else (None,) * n
+    out = node.out
+    if out is not None:
+        if node.out_vc is not None and node.out_vc[0] != 0:
+            raise _saved_error(node, "output", 0, out, 0, node.out_vc[0])
+        if create_graph:
+            from ..tensor import Tensor  # noqa: PLC0415
+
+            if node.n_out == 1:
+                out = Tensor._make(out, True, node, 0)
+            else:
+                out = tuple(Tensor._make(o, o.dtype.kind == "f", node, i) for i, o in enumerate(out))
+    params = node.params
+    rules = prim.vjp_rules
+    meta = node.in_meta
+    grads = [None] * n
+    for i in range(n):
+        if edges[i] is None:
+            continue
+        if rules is not None:
+            rule = rules[i] if i < len(rules) else None
+            if rule is None:
+                raise NotImplementedError(
+                    f"the derivative of '{prim.name}' with respect to argument {i} is not "
+                    "implemented")
+            gi = rule(g, out, *inputs, **params)
+        else:
+            gi = prim.vjp(i, g, out, inputs, params)
+        if gi is not None:
+            if not create_graph and type(gi) is not np.ndarray:
+                gi = _as_array(gi)
+            if meta is not None and prim.broadcasts:
+                gi = _fit(gi, meta[i], create_graph)
+        grads[i] = gi
+    return grads
+
+
+def _as_array(g):
+    # NumPy turns 0-d results into scalars (np.float64); gradients stay arrays.
+    if isinstance(g, np.generic):
+        return np.asarray(g)
+    if hasattr(g, "__cuda_array_interface__"):
+        return g
+    return np.asarray(g)
+
+
+def _fit(gi, meta, create_graph):
+    """Sum a broadcast gradient back to its input's shape and cast to its dtype."""
+    shape, dtype = meta.shape, meta.dtype
+    if gi.shape != shape:
+        from ..ops.reduction import sum_to_shape  # noqa: PLC0415
+
+        gi = sum_to_shape(gi, shape=shape)
+    if gi.dtype != dtype and dtype.kind == "f":
+        if create_graph:
+            gi = gi.to(dtype)
+        else:
+            gi = gi.astype(dtype)
+    return gi
+
+
+def _fill_missing(node, g, create_graph):
+    """Multi-output nodes: outputs that received no gradient get zeros."""
+    g = list(g)
+    for i, gi in enumerate(g):
+        if gi is None:
+            shape, dtype = node.out_meta[i]
+            z = np.zeros(shape, dtype)
+            g[i] = _wrap(z) if create_graph else z
+    return tuple(g)
+
+
+def retain_grad_ref(node, nr, t):
+    if node.retained is None:
+        node.retained = {}
+    node.retained[nr] = weakref.ref(t)

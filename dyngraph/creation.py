@@ -1,0 +1,362 @@
+"""Tensor creation: ``tensor``, ``zeros``, ``arange``, ``rand`` and friends.
+
+All functions take PyTorch's keyword arguments (``dtype``, ``device``,
+``requires_grad``, ``generator``...).  Python floats become the default float
+dtype (float32), Python ints int64, as in PyTorch; NumPy arrays keep their
+dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtypes as _dt
+from .backend import device as _device, move_to
+from .random import rng_of
+from .tensor import Tensor
+
+__all__ = [
+    "tensor", "as_tensor", "from_numpy", "from_dlpack", "asarray", "zeros", "ones", "full",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace",
+    "logspace", "eye", "rand", "randn", "randint", "normal", "rand_like", "randn_like",
+    "randint_like", "randperm", "bernoulli", "multinomial", "scalar_tensor", "tril_indices",
+    "triu_indices", "is_tensor", "numel",
+]
+
+
+def _infer_np_dtype(data) -> np.dtype | None:
+    """PyTorch's dtype inference for nested Python data (None: let NumPy decide)."""
+    kinds = set()
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, bool) or isinstance(x, np.bool_):
+            kinds.add("b")
+        elif isinstance(x, int):
+            kinds.add("i")
+        elif isinstance(x, float):
+            kinds.add("f")
+        elif isinstance(x, Tensor):
+            kinds.add(("t", x._data.dtype))
+        elif isinstance(x, np.generic):
+            kinds.add(("t", x.dtype))
+        elif isinstance(x, np.ndarray):
+            kinds.add(("t", x.dtype))
+        else:
+            raise TypeError(f"tensor(): can't convert an element of type {type(x).__name__}")
+    tensor_dts = [k[1] for k in kinds if isinstance(k, tuple)]
+    if tensor_dts:
+        dt = tensor_dts[0]
+        for d in tensor_dts[1:]:
+            dt = np.promote_types(dt, d)
+        if "f" in kinds and dt.kind != "f":
+            return _dt.default_float_np()
+        return dt
+    if "f" in kinds:
+        return _dt.default_float_np()
+    if "i" in kinds:
+        return np.dtype(np.int64)
+    if "b" in kinds:
+        return np.dtype(np.bool_)
+    return _dt.default_float_np()  # empty list
+
+
+def _unwrap_nested(data):
+    if isinstance(data, Tensor):
+        return data._data if type(data._data) is np.ndarray else move_to(data._data, _device("cpu"))
+    if isinstance(data, (list, tuple)):
+        return [_unwrap_nested(x) for x in data]
+    return data
+
+
+def _to_array(data, dtype=None, copy: bool = True) -> np.ndarray:
+    np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Tensor):
+        arr = data._data
+        if np_dt is not None and arr.dtype != np_dt:
+            return arr.astype(np_dt)
+        return arr.copy() if copy else arr
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind not in "biuf":
+            raise TypeError(f"can't convert np.ndarray of type {data.dtype}: only bool, integer and floating arrays")
+        _dt.from_numpy_dtype(data.dtype) if np_dt is None else None
+        return np.array(data, dtype=np_dt, copy=copy) if (copy or np_dt is not None) else data
+    if hasattr(data, "__cuda_array_interface__"):
+        arr = data
+        return arr.astype(np_dt) if np_dt is not None else (arr.copy() if copy else arr)
+    if hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
+        arr = np.from_dlpack(data)
+        return np.array(arr, dtype=np_dt, copy=copy)
+    if np_dt is None:
+        np_dt = _infer_np_dtype(data)
+    return np.array(_unwrap_nested(data), dtype=np_dt)
+
+
+def _finish(arr, device, requires_grad) -> Tensor:
+    if device is not None:
+        arr = move_to(arr, _device(device))
+    if arr.dtype.kind == "u" and arr.dtype.itemsize > 1:
+        raise TypeError(f"dyngraph does not support {arr.dtype}")
+    t = Tensor._make(arr, False, None, 0)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (a number, nested list, array or tensor).
+
+    >>> dg.tensor([[1, 2], [3, 4]])          # int64
+    >>> dg.tensor(0.5, requires_grad=True)   # 0-d float32 leaf
+    """
+    return _finish(_to_array(data, dtype, copy=True), device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like :func:`tensor` but shares memory with ``data`` when it can."""
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device) if (dtype is not None or device is not None) else data
+    return _finish(_to_array(data, dtype, copy=False), device, False)
+
+
+asarray = as_tensor
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with NumPy array ``a`` (zero copy).
+
+    >>> a = np.zeros(3); t = dg.from_numpy(a); a[0] = 1; t[0].item()
+    1.0
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy expects an np.ndarray, got {type(a).__name__}")
+    _dt.from_numpy_dtype(a.dtype)
+    return Tensor._make(a, False, None, 0)
+
+
+def from_dlpack(ext) -> Tensor:
+    """Zero-copy import of any DLPack producer (a PyTorch tensor, a NumPy/CuPy array...)."""
+    dev = ext.__dlpack_device__()[0] if hasattr(ext, "__dlpack_device__") else 1
+    if dev == 1:  # kDLCPU
+        arr = np.from_dlpack(ext)
+    else:
+        from .backend import get_cupy  # noqa: PLC0415
+
+        cp = get_cupy()
+        if cp is None:
+            raise RuntimeError("from_dlpack: the producer lives on a GPU but CuPy is not available")
+        arr = cp.from_dlpack(ext)
+    _dt.from_numpy_dtype(arr.dtype)
+    return Tensor._make(arr, False, None, 0)
+
+
+def _shape_arg(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s.item())
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"size must be a sequence of ints, got {s!r}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _dtype_or_default(dtype) -> np.dtype:
+    return _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float_np()
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None) -> Tensor:
+    """A tensor of zeros: ``dg.zeros(2, 3)`` or ``dg.zeros((2, 3))``."""
+    return _finish(np.zeros(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(np.ones(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
+    return _finish(np.empty(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        if isinstance(fill_value, bool):
+            dtype = _dt.bool
+        elif isinstance(fill_value, int):
+            dtype = _dt.int64
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _finish(np.full(_shape_arg((size,) if isinstance(size, int) else tuple(size)),
+                           fill_value, _dtype_or_default(dtype)), device, requires_grad)
+
+
+def scalar_tensor(value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(np.array(value, _dtype_or_default(dtype)), device, requires_grad)
+
+
+def _like(t: Tensor, dtype, device):
+    np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else t._data.dtype
+    dev = device if device is not None else (None if t.device.type == "cpu" else t.device)
+    return t._data.shape, np_dt, dev
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(np.zeros(shape, np_dt), dev, requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(np.ones(shape, np_dt), dev, requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(np.empty(shape, np_dt), dev, requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(np.full(shape, fill_value, np_dt), dev, requires_grad)
+
+
+def _num(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for int arguments."""
+    start, end, step = _num(start), _num(end), _num(step)
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        np_dt = np.dtype(np.int64) if is_int else _dt.default_float_np()
+    else:
+        np_dt = _dt.to_numpy_dtype(dtype)
+    n = max(0, math.ceil((end - start) / step))
+    arr = (start + np.arange(n, dtype=np.float64 if np_dt.kind == "f" else np.int64) * step).astype(np_dt)
+    return _finish(arr, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    arr = np.linspace(_num(start), _num(end), int(steps), dtype=np.float64).astype(_dtype_or_default(dtype))
+    return _finish(arr, device, requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    arr = np.logspace(_num(start), _num(end), int(steps), base=base).astype(_dtype_or_default(dtype))
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(np.eye(n, m, dtype=_dtype_or_default(dtype)), device, requires_grad)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    r, c = np.tril_indices(row, offset, col)
+    return _finish(np.stack([r, c]).astype(_dt.to_numpy_dtype(dtype or _dt.int64)), device, False)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    r, c = np.triu_indices(row, offset, col)
+    return _finish(np.stack([r, c]).astype(_dt.to_numpy_dtype(dtype or _dt.int64)), device, False)
+
+
+# -- random -----------------------------------------------------------------------
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples on [0, 1)."""
+    np_dt = _dtype_or_default(dtype)
+    arr = rng_of(generator).random(_shape_arg(size), dtype=np.float64).astype(np_dt)
+    return _finish(arr, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    np_dt = _dtype_or_default(dtype)
+    arr = rng_of(generator).standard_normal(_shape_arg(size)).astype(np_dt)
+    return _finish(arr, device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Integers in [low, high): ``dg.randint(10, (3,))`` or ``dg.randint(2, 10, (3,))``."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    elif high is None:
+        raise TypeError("randint() missing the size argument")
+    np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int64)
+    arr = rng_of(generator).integers(low, high, size=_shape_arg((tuple(size),))).astype(np_dt)
+    return _finish(arr, device, requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int64)
+    return _finish(rng_of(generator).permutation(n).astype(np_dt), device, requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Normal samples; ``mean``/``std`` may be tensors (broadcast) or numbers with ``size``."""
+    m = mean._data if isinstance(mean, Tensor) else mean
+    s = std._data if isinstance(std, Tensor) else std
+    shape = np.broadcast_shapes(np.shape(m), np.shape(s)) if size is None else _shape_arg((tuple(size),))
+    if dtype is None:
+        src = mean if isinstance(mean, Tensor) else (std if isinstance(std, Tensor) else None)
+        np_dt = src._data.dtype if src is not None else _dt.default_float_np()
+    else:
+        np_dt = _dt.to_numpy_dtype(dtype)
+    arr = (m + s * rng_of(generator).standard_normal(shape)).astype(np_dt)
+    return _finish(arr, device, requires_grad)
+
+
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(rng_of(generator).random(shape).astype(np_dt), dev, requires_grad)
+
+
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(rng_of(generator).standard_normal(shape).astype(np_dt), dev, requires_grad)
+
+
+def randint_like(input: Tensor, low, high=None, *, generator=None, dtype=None, device=None) -> Tensor:  # noqa: A002
+    if high is None:
+        low, high = 0, low
+    shape, np_dt, dev = _like(input, dtype, device)
+    return _finish(rng_of(generator).integers(low, high, size=shape).astype(np_dt), dev, False)
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:  # noqa: A002
+    probs = input._data if p is None else np.full(input._data.shape, p)
+    arr = (rng_of(generator).random(input._data.shape) < probs).astype(input._data.dtype)
+    return _finish(arr, None, False)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:  # noqa: A002
+    probs = np.asarray(input._data, dtype=np.float64)
+    rng = rng_of(generator)
+    rows = probs.reshape(-1, probs.shape[-1])
+    out = np.empty((rows.shape[0], num_samples), np.int64)
+    for i, row in enumerate(rows):
+        if not replacement and num_samples > np.count_nonzero(row):
+            raise RuntimeError("multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        out[i] = rng.choice(row.size, size=num_samples, replace=replacement, p=row / row.sum())
+    return _finish(out.reshape(probs.shape[:-1] + (num_samples,)), None, False)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(t: Tensor) -> int:
+    return t.numel()

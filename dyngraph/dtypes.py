@@ -1,0 +1,213 @@
+"""dtype objects and PyTorch's type-promotion rules.
+
+A :class:`dtype` wraps a NumPy dtype and carries PyTorch's name for it
+(``dg.float32`` prints as ``dyngraph.float32``).  Promotion follows PyTorch,
+not NumPy: operands are ranked by *category* (bool < integer < floating), and
+within the winning category dimensioned tensors decide over 0-d tensors, which
+decide over Python scalars.  So ``float32_tensor * 2.5`` stays float32 and
+``int_tensor / int_tensor`` is float32 (the default float dtype).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "dtype", "float16", "float32", "float64", "bfloat16_unsupported", "int8", "int16",
+    "int32", "int64", "uint8", "bool", "half", "float", "double", "short", "int",
+    "long", "get_default_dtype", "set_default_dtype", "promote_types", "result_type",
+    "is_floating_point_dtype", "finfo", "iinfo",
+]
+
+_builtin_bool = bool
+_builtin_float = float
+_builtin_int = int
+
+
+class dtype:  # noqa: N801 - PyTorch's spelling
+    """A tensor element type (``dg.float32``, ``dg.int64``, ...)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category")
+
+    def __init__(self, name: str, np_dtype, category: int):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category  # 0 bool, 1 integer, 2 floating
+        self.is_floating_point = category == 2
+        self.is_signed = self.np.kind in "if"
+        self.itemsize = self.np.itemsize
+
+    def __repr__(self) -> str:
+        return f"dyngraph.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    @property
+    def is_complex(self) -> _builtin_bool:
+        return False
+
+    def to_complex(self):  # pragma: no cover - complex dtypes are not supported
+        raise TypeError("dyngraph has no complex dtypes")
+
+
+float16 = dtype("float16", np.float16, 2)
+float32 = dtype("float32", np.float32, 2)
+float64 = dtype("float64", np.float64, 2)
+int8 = dtype("int8", np.int8, 1)
+int16 = dtype("int16", np.int16, 1)
+int32 = dtype("int32", np.int32, 1)
+int64 = dtype("int64", np.int64, 1)
+uint8 = dtype("uint8", np.uint8, 1)
+bool = dtype("bool", np.bool_, 0)  # noqa: A001 - PyTorch's name
+bfloat16_unsupported = None
+
+half, float, double = float16, float32, float64  # noqa: A001
+short, int, long = int16, int32, int64  # noqa: A001
+
+ALL_DTYPES = (float16, float32, float64, int8, int16, int32, int64, uint8, bool)
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+
+def _by_name(name: str) -> dtype:
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype) -> dtype:
+    """The dyngraph dtype for a NumPy dtype; raises TypeError for unsupported ones."""
+    try:
+        return _BY_NP[np_dtype]
+    except KeyError:
+        pass
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype in _BY_NP:
+        return _BY_NP[np_dtype]
+    if np_dtype.kind == "u" and np_dtype.itemsize > 1:
+        raise TypeError(f"dyngraph does not support {np_dtype} (only uint8 among unsigned types)")
+    raise TypeError(f"dyngraph does not support the NumPy dtype {np_dtype}")
+
+
+def to_numpy_dtype(d) -> np.dtype:
+    """Accept a dyngraph dtype, a NumPy dtype, a Python type or a dtype name."""
+    if type(d) is dtype:
+        return d.np
+    if d is _builtin_float:
+        return _default_float.np
+    if d is _builtin_int:
+        return np.dtype(np.int64)
+    if d is _builtin_bool:
+        return np.dtype(np.bool_)
+    if isinstance(d, str) and d in _BY_NAME:
+        return _BY_NAME[d].np
+    return from_numpy_dtype(d).np
+
+
+def as_dtype(d) -> dtype:
+    """Normalise anything :func:`to_numpy_dtype` accepts into a dyngraph dtype."""
+    if type(d) is dtype:
+        return d
+    return _BY_NP[to_numpy_dtype(d)]
+
+
+_default_float = float32
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of new floating tensors (float32 unless changed)."""
+    return _default_float
+
+
+def set_default_dtype(d) -> None:
+    """Set the dtype used for floating tensors created from Python floats."""
+    global _default_float
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating dtypes are allowed, got {d}")
+    _default_float = d
+
+
+def default_float_np() -> np.dtype:
+    return _default_float.np
+
+
+def is_floating_point_dtype(np_dtype) -> _builtin_bool:
+    return np_dtype.kind == "f"
+
+
+def _category(np_dtype) -> _builtin_int:
+    k = np_dtype.kind
+    return 2 if k == "f" else (0 if k == "b" else 1)
+
+
+def promote_types(a, b) -> dtype:
+    """The smallest dtype both ``a`` and ``b`` convert to (PyTorch's table)."""
+    return _BY_NP[_promote_np(to_numpy_dtype(a), to_numpy_dtype(b))]
+
+
+def _promote_np(a: np.dtype, b: np.dtype) -> np.dtype:
+    if a is b:
+        return a
+    # NumPy's table agrees with PyTorch's for every pair of the dtypes we support
+    # except uint8 with int8 (both give int16) -- so it is safe to reuse.
+    return np.promote_types(a, b)
+
+
+_SCALAR_CATEGORY = {_builtin_bool: 0, _builtin_int: 1, _builtin_float: 2}
+
+
+def result_np_dtype(arrays, scalars=()) -> np.dtype:
+    """Result dtype for arrays (any ndim) and Python scalars, PyTorch-style.
+
+    ``arrays`` holds the operands that are tensors; ``scalars`` the Python
+    numbers.  Dimensioned tensors outrank 0-d tensors within a category, and
+    both outrank Python scalars.
+    """
+    dim_dt = None
+    zero_dt = None
+    for a in arrays:
+        dt = a.dtype
+        if a.ndim:
+            dim_dt = dt if dim_dt is None else _promote_np(dim_dt, dt)
+        else:
+            zero_dt = dt if zero_dt is None else _promote_np(zero_dt, dt)
+    result = dim_dt
+    if zero_dt is not None:
+        if result is None or _category(zero_dt) > _category(result):
+            result = zero_dt
+    if scalars:
+        cat = max(_SCALAR_CATEGORY.get(type(s), 2) for s in scalars)
+        if result is None:
+            result = (np.dtype(np.bool_), np.dtype(np.int64), _default_float.np)[cat]
+        elif cat > _category(result):
+            result = np.dtype(np.int64) if cat == 1 else _default_float.np
+    return result
+
+
+def result_type(*operands) -> dtype:
+    """PyTorch's ``result_type`` for tensors and Python scalars."""
+    from .tensor import Tensor
+
+    arrays = [o._data for o in operands if isinstance(o, Tensor)]
+    scalars = [o for o in operands if not isinstance(o, Tensor)]
+    return _BY_NP[result_np_dtype(arrays, scalars)]
+
+
+class finfo:  # noqa: N801
+    """Machine limits of a floating dtype (``dg.finfo(dg.float32).eps``)."""
+
+    def __init__(self, d=None):
+        info = np.finfo(to_numpy_dtype(d if d is not None else _default_float))
+        self.bits, self.eps, self.max, self.min = info.bits, _builtin_float(info.eps), _builtin_float(info.max), _builtin_float(info.min)
+        self.tiny = self.smallest_normal = _builtin_float(info.tiny)
+        self.resolution = _builtin_float(info.resolution)
+        self.dtype = as_dtype(d if d is not None else _default_float)
+
+
+class iinfo:  # noqa: N801
+    """Limits of an integer dtype."""
+
+    def __init__(self, d):
+        info = np.iinfo(to_numpy_dtype(d))
+        self.bits, self.max, self.min = info.bits, _builtin_int(info.max), _builtin_int(info.min)
+        self.dtype = as_dtype(d)

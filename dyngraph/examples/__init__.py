@@ -1,0 +1,1 @@
+"""Runnable, tested example programs (``python -m dyngraph.examples.<name>``)."""

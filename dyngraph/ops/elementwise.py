@@ -1,0 +1,991 @@
+"""Elementwise primitives: arithmetic, unary math, activations, comparisons, logic.
+
+Each primitive is defined once here: its NumPy forward and one vjp rule per
+input.  Rules use operators and other primitives only, so they run on arrays
+(plain backward) and on Tensors (``create_graph=True``) alike.  Broadcasting
+is handled by the engine (``broadcasts=True``): a rule returns the gradient
+for the broadcast shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backend import xp
+from ..tensor import Tensor
+from ._util import as_tensor_arg, install, operand
+from .registry import bind, primitive
+
+__all__ = [
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg",
+    "negative", "pow", "abs", "absolute", "sign", "sgn", "reciprocal", "exp", "exp2", "expm1",
+    "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "sigmoid", "relu", "leaky_relu", "elu",
+    "gelu", "silu", "softplus", "erf", "erfc", "clamp", "clip", "maximum", "minimum", "fmax",
+    "fmin", "where", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "remainder",
+    "fmod", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
+    "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan",
+    "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
+    "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
+]
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ---------------------------------------------------------------------------
+# arithmetic
+# ---------------------------------------------------------------------------
+
+@primitive("add", promote="same", broadcasts=True)
+def add_p(x, y):
+    return x + y
+
+
+add_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: g)
+
+
+@primitive("sub", promote="same", broadcasts=True)
+def sub_p(x, y):
+    return x - y
+
+
+sub_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g)
+
+
+@primitive("mul", promote="same", broadcasts=True, save_inputs=True)
+def mul_p(x, y):
+    return x * y
+
+
+mul_p.defvjp(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
+
+
+@primitive("div", promote="float", broadcasts=True, save_inputs=True)
+def div_p(x, y):
+    return x / y
+
+
+div_p.defvjp(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * x / (y * y))
+
+
+@primitive("neg", promote="same")
+def neg_p(x):
+    if x.dtype.kind == "b":
+        raise TypeError("Negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
+    return -x
+
+
+neg_p.defvjp(lambda g, out, x: -g)
+
+
+@primitive("pow", promote="same", broadcasts=True, save_inputs=True, save_output=True)
+def pow_p(x, y):
+    if getattr(x, "dtype", np.dtype(np.float64)).kind in "iu" and np.any(np.asarray(y) < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return x ** y
+
+
+def _pow_vjp_base(g, out, x, y):
+    if isinstance(y, (int, float)):
+        if y == 0:
+            return g * 0.0
+        return g * (y * pow_p(x, y - 1))
+    return g * where(y == 0, 0.0, y * pow_p(x, y - 1))
+
+
+def _pow_vjp_exp(g, out, x, y):
+    safe = where((x == 0) & (y >= 0), 1.0, x) if isinstance(x, Tensor) else (
+        np.where((x == 0) & (y >= 0), 1.0, x) if isinstance(x, np.ndarray) else (x if x != 0 else 1.0))
+    return g * out * log_p(safe)
+
+
+pow_p.defvjp(_pow_vjp_base, _pow_vjp_exp)
+
+
+@primitive("abs", promote="same", save_inputs=True)
+def abs_p(x):
+    return np.abs(x)
+
+
+abs_p.defvjp(lambda g, out, x: g * sign_p(x))
+
+
+@primitive("sign", promote="same")
+def sign_p(x):
+    return np.sign(x) if x.dtype.kind != "b" else x.copy()
+
+
+sign_p.defvjp(lambda g, out, x: g * 0.0)
+
+
+@primitive("reciprocal", promote="float", save_output=True)
+def reciprocal_p(x):
+    return 1.0 / x
+
+
+reciprocal_p.defvjp(lambda g, out, x: -g * out * out)
+
+
+@primitive("floor_divide", promote="same", differentiable=False)
+def floor_divide_p(x, y):
+    if x.dtype.kind in "iub" and np.any(np.asarray(y) == 0):
+        raise ZeroDivisionError("floor_divide: integer division by zero")
+    return np.floor_divide(x, y)
+
+
+@primitive("remainder", promote="same", broadcasts=True, save_inputs=True)
+def remainder_p(x, y):
+    if x.dtype.kind in "iub" and np.any(np.asarray(y) == 0):
+        raise ZeroDivisionError("remainder: integer division by zero")
+    return np.remainder(x, y)
+
+
+remainder_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g * floor_p(x / y))
+
+
+@primitive("fmod", promote="same", broadcasts=True, save_inputs=True)
+def fmod_p(x, y):
+    return np.fmod(x, y)
+
+
+fmod_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g * trunc_p(x / y))
+
+
+# ---------------------------------------------------------------------------
+# unary math
+# ---------------------------------------------------------------------------
+
+@primitive("exp", promote="float", save_output=True)
+def exp_p(x):
+    return np.exp(x)
+
+
+exp_p.defvjp(lambda g, out, x: g * out)
+
+
+@primitive("exp2", promote="float", save_output=True)
+def exp2_p(x):
+    return np.exp2(x)
+
+
+exp2_p.defvjp(lambda g, out, x: g * out * math.log(2.0))
+
+
+@primitive("expm1", promote="float", save_output=True)
+def expm1_p(x):
+    return np.expm1(x)
+
+
+expm1_p.defvjp(lambda g, out, x: g * (out + 1.0))
+
+
+@primitive("log", promote="float", save_inputs=True)
+def log_p(x):
+    return np.log(x)
+
+
+log_p.defvjp(lambda g, out, x: g / x)
+
+
+@primitive("log1p", promote="float", save_inputs=True)
+def log1p_p(x):
+    return np.log1p(x)
+
+
+log1p_p.defvjp(lambda g, out, x: g / (x + 1.0))
+
+
+@primitive("log2", promote="float", save_inputs=True)
+def log2_p(x):
+    return np.log2(x)
+
+
+log2_p.defvjp(lambda g, out, x: g / (x * math.log(2.0)))
+
+
+@primitive("log10", promote="float", save_inputs=True)
+def log10_p(x):
+    return np.log10(x)
+
+
+log10_p.defvjp(lambda g, out, x: g / (x * math.log(10.0)))
+
+
+@primitive("sqrt", promote="float", save_output=True)
+def sqrt_p(x):
+    return np.sqrt(x)
+
+
+sqrt_p.defvjp(lambda g, out, x: g / (2.0 * out))
+
+
+@primitive("rsqrt", promote="float", save_output=True)
+def rsqrt_p(x):
+    return 1.0 / np.sqrt(x)
+
+
+rsqrt_p.defvjp(lambda g, out, x: -0.5 * g * out * out * out)
+
+
+@primitive("sin", promote="float", save_inputs=True)
+def sin_p(x):
+    return np.sin(x)
+
+
+sin_p.defvjp(lambda g, out, x: g * cos_p(x))
+
+
+@primitive("cos", promote="float", save_inputs=True)
+def cos_p(x):
+    return np.cos(x)
+
+
+cos_p.defvjp(lambda g, out, x: -g * sin_p(x))
+
+
+@primitive("tan", promote="float", save_output=True)
+def tan_p(x):
+    return np.tan(x)
+
+
+tan_p.defvjp(lambda g, out, x: g * (1.0 + out * out))
+
+
+@primitive("asin", promote="float", save_inputs=True)
+def asin_p(x):
+    return np.arcsin(x)
+
+
+asin_p.defvjp(lambda g, out, x: g * rsqrt_p(1.0 - x * x))
+
+
+@primitive("acos", promote="float", save_inputs=True)
+def acos_p(x):
+    return np.arccos(x)
+
+
+acos_p.defvjp(lambda g, out, x: -g * rsqrt_p(1.0 - x * x))
+
+
+@primitive("atan", promote="float", save_inputs=True)
+def atan_p(x):
+    return np.arctan(x)
+
+
+atan_p.defvjp(lambda g, out, x: g / (1.0 + x * x))
+
+
+@primitive("atan2", promote="float", broadcasts=True, save_inputs=True)
+def atan2_p(y, x):
+    return np.arctan2(y, x)
+
+
+atan2_p.defvjp(lambda g, out, y, x: g * x / (x * x + y * y),
+               lambda g, out, y, x: -g * y / (x * x + y * y))
+
+
+@primitive("sinh", promote="float", save_inputs=True)
+def sinh_p(x):
+    return np.sinh(x)
+
+
+sinh_p.defvjp(lambda g, out, x: g * cosh_p(x))
+
+
+@primitive("cosh", promote="float", save_inputs=True)
+def cosh_p(x):
+    return np.cosh(x)
+
+
+cosh_p.defvjp(lambda g, out, x: g * sinh_p(x))
+
+
+@primitive("tanh", promote="float", save_output=True)
+def tanh_p(x):
+    return np.tanh(x)
+
+
+tanh_p.defvjp(lambda g, out, x: g * (1.0 - out * out))
+
+
+def _sigmoid_np(x):
+    # exp(-|x|) never overflows; pick the algebraically equal form per sign.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+@primitive("sigmoid", promote="float", save_output=True)
+def sigmoid_p(x):
+    return _sigmoid_np(x)
+
+
+sigmoid_p.defvjp(lambda g, out, x: g * out * (1.0 - out))
+
+
+@primitive("erf", promote="float", save_inputs=True)
+def erf_p(x):
+    return _erf_np(x)
+
+
+erf_p.defvjp(lambda g, out, x: g * (_2_OVER_SQRT_PI * exp_p(-(x * x))))
+
+
+@primitive("erfc", promote="float", save_inputs=True)
+def erfc_p(x):
+    return (1.0 - _erf_np(x.astype(np.float64))).astype(x.dtype)
+
+
+erfc_p.defvjp(lambda g, out, x: -g * (_2_OVER_SQRT_PI * exp_p(-(x * x))))
+
+
+def _erf_np(x):
+    try:
+        from scipy.special import erf as _erf  # noqa: PLC0415
+
+        return _erf(x).astype(x.dtype, copy=False)
+    except ImportError:  # pragma: no cover - scipy is a dependency of scikit-learn
+        return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+@primitive("floor", promote="same")
+def floor_p(x):
+    return np.floor(x) if x.dtype.kind == "f" else x.copy()
+
+
+floor_p.defvjp(lambda g, out, x: g * 0.0)
+
+
+@primitive("ceil", promote="same")
+def ceil_p(x):
+    return np.ceil(x) if x.dtype.kind == "f" else x.copy()
+
+
+ceil_p.defvjp(lambda g, out, x: g * 0.0)
+
+
+@primitive("round", promote="same")
+def round_p(x, decimals=0):
+    return np.round(x, decimals) if x.dtype.kind == "f" else x.copy()
+
+
+round_p.defvjp(lambda g, out, x, decimals=0: g * 0.0)
+
+
+@primitive("trunc", promote="same")
+def trunc_p(x):
+    return np.trunc(x) if x.dtype.kind == "f" else x.copy()
+
+
+trunc_p.defvjp(lambda g, out, x: g * 0.0)
+
+
+# ---------------------------------------------------------------------------
+# activations
+# ---------------------------------------------------------------------------
+
+@primitive("relu", promote="same", save_output=True)
+def relu_p(x):
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+relu_p.defvjp(lambda g, out, x: g * (out > 0))
+
+
+@primitive("leaky_relu", promote="float", save_inputs=True)
+def leaky_relu_p(x, negative_slope=0.01):
+    return np.where(x > 0, x, x * negative_slope).astype(x.dtype, copy=False)
+
+
+leaky_relu_p.defvjp(lambda g, out, x, negative_slope=0.01: where(x > 0, g, g * negative_slope))
+
+
+@primitive("elu", promote="float", save_inputs=True, save_output=True)
+def elu_p(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
+
+
+elu_p.defvjp(lambda g, out, x, alpha=1.0: where(x > 0, g, g * (out + alpha)))
+
+
+@primitive("gelu", promote="float", save_inputs=True)
+def gelu_p(x, approximate="none"):
+    if approximate == "tanh":
+        return (0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))).astype(x.dtype, copy=False)
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return (0.5 * x * (1.0 + _erf_np(x * _INV_SQRT_2))).astype(x.dtype, copy=False)
+
+
+def _gelu_vjp(g, out, x, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        t = tanh_p(inner)
+        dinner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner)
+    cdf = 0.5 * (1.0 + erf_p(x * _INV_SQRT_2))
+    pdf = _INV_SQRT_2PI * exp_p(-0.5 * x * x)
+    return g * (cdf + x * pdf)
+
+
+gelu_p.defvjp(_gelu_vjp)
+
+
+@primitive("silu", promote="float", save_inputs=True)
+def silu_p(x):
+    return x * _sigmoid_np(x)
+
+
+def _silu_vjp(g, out, x):
+    s = sigmoid_p(x)
+    return g * (s * (1.0 + x * (1.0 - s)))
+
+
+silu_p.defvjp(_silu_vjp)
+
+
+@primitive("softplus", promote="float", save_inputs=True)
+def softplus_p(x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    soft = np.logaddexp(0.0, bx) / beta
+    return np.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
+
+
+softplus_p.defvjp(lambda g, out, x, beta=1.0, threshold=20.0:
+                  where(x * beta > threshold, g, g * sigmoid_p(x * beta)))
+
+
+@primitive("hardtanh", promote="same", save_inputs=True)
+def hardtanh_p(x, min_val=-1.0, max_val=1.0):
+    return np.clip(x, min_val, max_val).astype(x.dtype, copy=False)
+
+
+hardtanh_p.defvjp(lambda g, out, x, min_val=-1.0, max_val=1.0:
+                  g * ((x > min_val) & (x < max_val)))
+
+
+@primitive("clamp", promote="same", save_inputs=True)
+def clamp_p(x, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+    if min is not None and max is not None:
+        return np.minimum(np.maximum(x, min), max).astype(x.dtype, copy=False)
+    if min is not None:
+        return np.maximum(x, min).astype(x.dtype, copy=False)
+    return np.minimum(x, max).astype(x.dtype, copy=False)
+
+
+def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002
+    if min is not None and max is not None:
+        return g * ((x >= min) & (x <= max))
+    if min is not None:
+        return g * (x >= min)
+    return g * (x <= max)
+
+
+clamp_p.defvjp(_clamp_vjp)
+
+
+@primitive("clamp_tensor", promote="same", broadcasts=True, save_inputs=True)
+def clamp_tensor_p(x, lo, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+clamp_tensor_p.defvjp(
+    lambda g, out, x, lo, hi: g * ((x >= lo) & (x <= hi)),
+    lambda g, out, x, lo, hi: g * ((x < lo) & (lo <= hi)),
+    lambda g, out, x, lo, hi: g * ((x > hi) | (lo > hi)),
+)
+
+
+@primitive("maximum", promote="same", broadcasts=True, save_inputs=True)
+def maximum_p(x, y):
+    return np.maximum(x, y)
+
+
+maximum_p.defvjp(lambda g, out, x, y: g * ((x > y) + (x == y) * 0.5),
+                 lambda g, out, x, y: g * ((y > x) + (x == y) * 0.5))
+
+
+@primitive("minimum", promote="same", broadcasts=True, save_inputs=True)
+def minimum_p(x, y):
+    return np.minimum(x, y)
+
+
+minimum_p.defvjp(lambda g, out, x, y: g * ((x < y) + (x == y) * 0.5),
+                 lambda g, out, x, y: g * ((y < x) + (x == y) * 0.5))
+
+
+@primitive("fmax", promote="same", broadcasts=True, save_inputs=True)
+def fmax_p(x, y):
+    return np.fmax(x, y)
+
+
+fmax_p.defvjp(lambda g, out, x, y: g * ((x >= y) | isnan_p(y)),
+              lambda g, out, x, y: g * ((y > x) | isnan_p(x) & ~isnan_p(y)))
+
+
+@primitive("fmin", promote="same", broadcasts=True, save_inputs=True)
+def fmin_p(x, y):
+    return np.fmin(x, y)
+
+
+fmin_p.defvjp(lambda g, out, x, y: g * ((x <= y) | isnan_p(y)),
+              lambda g, out, x, y: g * ((y < x) | isnan_p(x) & ~isnan_p(y)))
+
+
+@primitive("where", promote="same", promote_from=1, broadcasts=True, save_inputs=True)
+def where_p(cond, x, y):
+    if cond.dtype.kind != "b":
+        raise TypeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {cond.dtype}")
+    return np.where(cond, x, y)
+
+
+where_p.defvjp(None, lambda g, out, c, x, y: where_p(c, g, 0.0),
+               lambda g, out, c, x, y: where_p(c, 0.0, g))
+
+
+@primitive("lerp", promote="same", broadcasts=True, save_inputs=True)
+def lerp_p(start, end, weight):
+    return start + weight * (end - start)
+
+
+lerp_p.defvjp(lambda g, out, s, e, w: g * (1.0 - w), lambda g, out, s, e, w: g * w,
+              lambda g, out, s, e, w: g * (e - s))
+
+
+@primitive("hypot", promote="float", broadcasts=True, save_inputs=True, save_output=True)
+def hypot_p(x, y):
+    return np.hypot(x, y)
+
+
+hypot_p.defvjp(lambda g, out, x, y: g * x / out, lambda g, out, x, y: g * y / out)
+
+
+@primitive("xlogy", promote="float", broadcasts=True, save_inputs=True)
+def xlogy_p(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(x == 0, 0.0, x * np.log(y))
+    return np.where(np.isnan(y), np.nan, r).astype(np.result_type(x, y), copy=False)
+
+
+xlogy_p.defvjp(lambda g, out, x, y: where_p(x == 0, 0.0, g * log_p(y)),
+               lambda g, out, x, y: where_p(x == 0, 0.0, g * x / y))
+
+
+@primitive("logaddexp", promote="float", broadcasts=True, save_inputs=True, save_output=True)
+def logaddexp_p(x, y):
+    return np.logaddexp(x, y)
+
+
+logaddexp_p.defvjp(lambda g, out, x, y: g * exp_p(x - out), lambda g, out, x, y: g * exp_p(y - out))
+
+
+@primitive("nan_to_num", promote="same", save_inputs=True)
+def nan_to_num_p(x, nan=0.0, posinf=None, neginf=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+nan_to_num_p.defvjp(lambda g, out, x, nan=0.0, posinf=None, neginf=None: g * isfinite_p(x))
+
+
+# ---------------------------------------------------------------------------
+# dtype / device conversion (differentiable)
+# ---------------------------------------------------------------------------
+
+@primitive("cast", save_inputs=True)
+def cast_p(x, dtype=None):
+    return x.astype(dtype)
+
+
+def _cast_vjp(g, out, x, dtype=None):
+    src = x.dtype if not isinstance(x, Tensor) else x._data.dtype
+    if src.kind != "f":
+        return None
+    return cast_p(g, dtype=src)
+
+
+cast_p.defvjp(_cast_vjp)
+
+
+@primitive("to_device", save_inputs=True)
+def to_device_p(x, device="cpu"):
+    from ..backend import device as _device, move_to  # noqa: PLC0415
+
+    return move_to(x, _device(device))
+
+
+def _to_device_vjp(g, out, x, device="cpu"):
+    from ..backend import device_of  # noqa: PLC0415
+
+    src = x.device if isinstance(x, Tensor) else device_of(x)
+    return to_device_p(g, device=str(src))
+
+
+to_device_p.defvjp(_to_device_vjp)
+
+
+def cast(x, dtype):
+    return bind(cast_p, (x,), {"dtype": np.dtype(dtype)})
+
+
+def to_device(x, device):
+    return bind(to_device_p, (x,), {"device": device})
+
+
+# ---------------------------------------------------------------------------
+# non-differentiable: comparisons, logic, predicates
+# ---------------------------------------------------------------------------
+
+def _nondiff(name, fn, promote="same"):
+    return primitive(name, promote=promote, differentiable=False)(fn)
+
+
+eq_p = _nondiff("eq", lambda x, y: np.equal(x, y))
+ne_p = _nondiff("ne", lambda x, y: np.not_equal(x, y))
+lt_p = _nondiff("lt", lambda x, y: np.less(x, y))
+le_p = _nondiff("le", lambda x, y: np.less_equal(x, y))
+gt_p = _nondiff("gt", lambda x, y: np.greater(x, y))
+ge_p = _nondiff("ge", lambda x, y: np.greater_equal(x, y))
+logical_and_p = _nondiff("logical_and", lambda x, y: np.logical_and(x, y), None)
+logical_or_p = _nondiff("logical_or", lambda x, y: np.logical_or(x, y), None)
+logical_xor_p = _nondiff("logical_xor", lambda x, y: np.logical_xor(x, y), None)
+logical_not_p = _nondiff("logical_not", lambda x: np.logical_not(x), None)
+isnan_p = _nondiff("isnan", lambda x: np.isnan(x), None)
+isinf_p = _nondiff("isinf", lambda x: np.isinf(x), None)
+isfinite_p = _nondiff("isfinite", lambda x: np.isfinite(x), None)
+signbit_p = _nondiff("signbit", lambda x: np.signbit(x), None)
+
+
+def _int_or_bool(name, fn):
+    def impl(*xs):
+        for x in xs:
+            if getattr(x, "dtype", np.dtype(np.int64)).kind == "f":
+                raise TypeError(f"{name}: only integer and bool tensors are supported, got {x.dtype}")
+        return fn(*xs)
+
+    return _nondiff(name, impl)
+
+
+bitwise_and_p = _int_or_bool("bitwise_and", np.bitwise_and)
+bitwise_or_p = _int_or_bool("bitwise_or", np.bitwise_or)
+bitwise_xor_p = _int_or_bool("bitwise_xor", np.bitwise_xor)
+bitwise_not_p = _int_or_bool("bitwise_not", lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
+
+
+# ---------------------------------------------------------------------------
+# public functions
+# ---------------------------------------------------------------------------
+
+def _un(prim):
+    def fn(input):  # noqa: A002
+        return bind(prim, (input if isinstance(input, Tensor) else as_tensor_arg(input, prim.name),))
+
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}`` (differentiable: {prim.differentiable})."
+    return fn
+
+
+def _bin(prim):
+    def fn(input, other):  # noqa: A002
+        if not isinstance(input, Tensor):
+            input = operand(input)
+            if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+                input = as_tensor_arg(input, prim.name)
+        return bind(prim, (input, operand(other)))
+
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}`` with broadcasting and PyTorch type promotion."
+    return fn
+
+
+def add(input, other, *, alpha=1, out=None):  # noqa: A002
+    """``input + alpha * other`` with broadcasting.
+
+    >>> dg.add(dg.ones(2), dg.ones(2), alpha=3)
+    tensor([4., 4.])
+    """
+    other = operand(other)
+    if alpha != 1:
+        other = other * alpha
+    return _bin(add_p)(input, other)
+
+
+def sub(input, other, *, alpha=1):  # noqa: A002
+    other = operand(other)
+    if alpha != 1:
+        other = other * alpha
+    return _bin(sub_p)(input, other)
+
+
+subtract = sub
+mul = multiply = _bin(mul_p)
+
+
+def div(input, other, *, rounding_mode=None):  # noqa: A002
+    """True division (``rounding_mode=None``), or ``"floor"`` / ``"trunc"`` division."""
+    if rounding_mode is None:
+        return _bin(div_p)(input, other)
+    if rounding_mode == "floor":
+        return _bin(floor_divide_p)(input, other)
+    if rounding_mode == "trunc":
+        q = _bin(div_p)(input, other)
+        res = trunc(q)
+        it = input if isinstance(input, Tensor) else None
+        if it is not None and it._data.dtype.kind in "iu":
+            return res.to(it.dtype)
+        return res
+    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+
+
+divide = true_divide = div
+neg = negative = _un(neg_p)
+abs = absolute = _un(abs_p)  # noqa: A001
+sign = sgn = _un(sign_p)
+reciprocal = _un(reciprocal_p)
+exp, exp2, expm1 = _un(exp_p), _un(exp2_p), _un(expm1_p)
+log, log1p, log2, log10 = _un(log_p), _un(log1p_p), _un(log2_p), _un(log10_p)
+sqrt, rsqrt = _un(sqrt_p), _un(rsqrt_p)
+sin, cos, tan = _un(sin_p), _un(cos_p), _un(tan_p)
+asin, acos, atan = _un(asin_p), _un(acos_p), _un(atan_p)
+arcsin, arccos, arctan = asin, acos, atan
+sinh, cosh, tanh = _un(sinh_p), _un(cosh_p), _un(tanh_p)
+sigmoid = _un(sigmoid_p)
+erf, erfc = _un(erf_p), _un(erfc_p)
+floor, ceil, trunc = _un(floor_p), _un(ceil_p), _un(trunc_p)
+fix = trunc
+atan2 = arctan2 = _bin(atan2_p)
+maximum, minimum = _bin(maximum_p), _bin(minimum_p)
+fmax, fmin = _bin(fmax_p), _bin(fmin_p)
+floor_divide = _bin(floor_divide_p)
+remainder = _bin(remainder_p)
+fmod = _bin(fmod_p)
+hypot = _bin(hypot_p)
+xlogy = _bin(xlogy_p)
+logaddexp = _bin(logaddexp_p)
+eq, ne, lt, le, gt, ge = _bin(eq_p), _bin(ne_p), _bin(lt_p), _bin(le_p), _bin(gt_p), _bin(ge_p)
+greater, less, greater_equal, less_equal, not_equal = gt, lt, ge, le, ne
+logical_and, logical_or, logical_xor = _bin(logical_and_p), _bin(logical_or_p), _bin(logical_xor_p)
+logical_not = _un(logical_not_p)
+bitwise_and, bitwise_or, bitwise_xor = _bin(bitwise_and_p), _bin(bitwise_or_p), _bin(bitwise_xor_p)
+bitwise_not = _un(bitwise_not_p)
+isnan, isinf, isfinite, signbit = _un(isnan_p), _un(isinf_p), _un(isfinite_p), _un(signbit_p)
+
+
+def square(input):  # noqa: A002
+    return mul(input, input)
+
+
+def frac(input):  # noqa: A002
+    return input - trunc(input)
+
+
+def round(input, *, decimals: int = 0):  # noqa: A002
+    return bind(round_p, (input,), {"decimals": decimals} if decimals else {})
+
+
+def pow(input, exponent):  # noqa: A002
+    """``input ** exponent``; either may be a tensor or a number."""
+    if not isinstance(input, Tensor):
+        input = operand(input)
+        if not isinstance(exponent, Tensor):
+            input = as_tensor_arg(input, "pow")
+    return bind(pow_p, (input, operand(exponent)))
+
+
+def relu(input, inplace: bool = False):  # noqa: A002
+    return bind(relu_p, (input,))
+
+
+def relu6(input, inplace: bool = False):  # noqa: A002
+    return hardtanh(input, 0.0, 6.0)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+    return bind(leaky_relu_p, (input,), {"negative_slope": negative_slope})
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    return bind(elu_p, (input,), {"alpha": alpha})
+
+
+def gelu(input, approximate: str = "none"):  # noqa: A002
+    """Gaussian error linear unit, exact (``"none"``) or the ``"tanh"`` approximation."""
+    return bind(gelu_p, (input,), {"approximate": approximate})
+
+
+def silu(input, inplace: bool = False):  # noqa: A002
+    return bind(silu_p, (input,))
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):  # noqa: A002
+    return bind(softplus_p, (input,), {"beta": beta, "threshold": threshold})
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+    return bind(hardtanh_p, (input,), {"min_val": min_val, "max_val": max_val})
+
+
+def clamp(input, min=None, max=None):  # noqa: A002
+    """Limit values to [min, max]; bounds may be numbers or tensors."""
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        lo = min if min is not None else float("-inf")
+        hi = max if max is not None else float("inf")
+        return bind(clamp_tensor_p, (input, operand(lo), operand(hi)))
+    params = {}
+    if min is not None:
+        params["min"] = min
+    if max is not None:
+        params["max"] = max
+    return bind(clamp_p, (input,), params)
+
+
+clip = clamp
+
+
+def where(condition, input=None, other=None):  # noqa: A002
+    """``input`` where ``condition`` holds, else ``other`` (broadcast)."""
+    if input is None and other is None:
+        from .indexing import nonzero  # noqa: PLC0415
+
+        return nonzero(condition, as_tuple=True)
+    condition = as_tensor_arg(condition, "where")
+    return bind(where_p, (condition, operand(input), operand(other)))
+
+
+def lerp(input, end, weight):  # noqa: A002
+    return bind(lerp_p, (input, operand(end), operand(weight)))
+
+
+def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):  # noqa: A002
+    return bind(nan_to_num_p, (input,), {"nan": nan, "posinf": posinf, "neginf": neginf})
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    a = input._data if isinstance(input, Tensor) else np.asarray(input)
+    b = other._data if isinstance(other, Tensor) else np.asarray(other)
+    return Tensor._make(np.asarray(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)), False, None, 0)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:  # noqa: A002
+    return bool(isclose(input, other, rtol, atol, equal_nan)._data.all())
+
+
+def equal(input, other) -> bool:  # noqa: A002
+    return input.shape == other.shape and bool(np.array_equal(input._data, other._data))
+
+
+def sinc(input):  # noqa: A002
+    x = input * math.pi
+    safe = where(x == 0, 1.0, x)
+    return where(x == 0, 1.0, sin(safe) / safe)
+
+
+def deg2rad(input):  # noqa: A002
+    return input * (math.pi / 180.0)
+
+
+def rad2deg(input):  # noqa: A002
+    return input * (180.0 / math.pi)
+
+
+# ---------------------------------------------------------------------------
+# Tensor operators and methods
+# ---------------------------------------------------------------------------
+
+_FAST = {Tensor, int, float}
+
+
+def _op(prim):
+    def method(self, other):
+        if other.__class__ not in _FAST:
+            other = operand(other)
+        return bind(prim, (self, other))
+
+    def rmethod(self, other):
+        if other.__class__ not in _FAST:
+            other = operand(other)
+        return bind(prim, (other, self))
+
+    return method, rmethod
+
+
+_add, _radd = _op(add_p)
+_sub, _rsub = _op(sub_p)
+_mul, _rmul = _op(mul_p)
+_div, _rdiv = _op(div_p)
+_fdiv, _rfdiv = _op(floor_divide_p)
+_mod, _rmod = _op(remainder_p)
+_pow, _rpow = _op(pow_p)
+_and, _rand = _op(bitwise_and_p)
+_or, _ror = _op(bitwise_or_p)
+_xor, _rxor = _op(bitwise_xor_p)
+
+
+def _cmp(prim):
+    def method(self, other):
+        if other is None:
+            return NotImplemented if prim is not ne_p else True
+        if other.__class__ not in _FAST:
+            try:
+                other = operand(other)
+            except TypeError:
+                return NotImplemented
+        return bind(prim, (self, other))
+
+    return method
+
+
+def _neg(self):
+    return bind(neg_p, (self,))
+
+
+def _abs(self):
+    return bind(abs_p, (self,))
+
+
+def _invert(self):
+    return bind(bitwise_not_p, (self,))
+
+
+def _pos(self):
+    return self
+
+
+install({
+    "__add__": _add, "__radd__": _radd, "__sub__": _sub, "__rsub__": _rsub,
+    "__mul__": _mul, "__rmul__": _rmul, "__truediv__": _div, "__rtruediv__": _rdiv,
+    "__floordiv__": _fdiv, "__rfloordiv__": _rfdiv, "__mod__": _mod, "__rmod__": _rmod,
+    "__pow__": _pow, "__rpow__": _rpow, "__and__": _and, "__rand__": _rand, "__or__": _or,
+    "__ror__": _ror, "__xor__": _xor, "__rxor__": _rxor, "__neg__": _neg, "__abs__": _abs,
+    "__invert__": _invert, "__pos__": _pos,
+    "__eq__": _cmp(eq_p), "__ne__": _cmp(ne_p), "__lt__": _cmp(lt_p), "__le__": _cmp(le_p),
+    "__gt__": _cmp(gt_p), "__ge__": _cmp(ge_p),
+    "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
+    "divide": div, "true_divide": div, "neg": neg, "negative": neg, "pow": pow, "abs": abs,
+    "absolute": abs, "sign": sign, "sgn": sign, "reciprocal": reciprocal, "exp": exp,
+    "exp2": exp2, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2, "log10": log10,
+    "sqrt": sqrt, "rsqrt": rsqrt, "square": square, "sin": sin, "cos": cos, "tan": tan,
+    "asin": asin, "acos": acos, "atan": atan, "arcsin": asin, "arccos": acos, "arctan": atan,
+    "atan2": atan2, "arctan2": atan2, "sinh": sinh, "cosh": cosh, "tanh": tanh,
+    "sigmoid": sigmoid, "relu": relu, "erf": erf, "erfc": erfc, "floor": floor, "ceil": ceil,
+    "round": round, "trunc": trunc, "fix": trunc, "frac": frac, "clamp": clamp, "clip": clamp,
+    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "where":
+    lambda self, condition, other: where(condition, self, other), "floor_divide": floor_divide,
+    "remainder": remainder, "fmod": fmod, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt,
+    "ge": ge, "greater": gt, "less": lt, "greater_equal": ge, "less_equal": le,
+    "not_equal": ne, "equal": equal, "logical_and": logical_and, "logical_or": logical_or,
+    "logical_xor": logical_xor, "logical_not": logical_not, "bitwise_and": bitwise_and,
+    "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor, "bitwise_not": bitwise_not,
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "signbit": signbit,
+    "isclose": isclose, "allclose": allclose, "lerp": lerp, "hypot": hypot, "xlogy": xlogy,
+    "nan_to_num": nan_to_num, "logaddexp": logaddexp, "sinc": sinc, "deg2rad": deg2rad,
+    "rad2deg": rad2deg,
+})
+
+_ = xp  # re-exported helper for op authors

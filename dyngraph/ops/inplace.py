@@ -1,0 +1,200 @@
+"""In-place operations (``add_``, ``mul_``, ``x += y``, ``zero_``, ``copy_``...).
+
+An in-place op is computed out of place through the ordinary primitive, then
+written into the tensor's own buffer (so NumPy arrays and views that share
+that memory see the change), and the tensor takes over the new graph node.
+PyTorch's rules apply:
+
+- a leaf that requires grad cannot be modified in place while grad mode is on;
+- the version counter (shared with views) is bumped, so a node that saved the
+  old value raises a clear error in backward instead of using wrong data;
+- when the op's own rule needs the old value of the tensor, that value is kept
+  (cloned) for the node before the buffer is overwritten.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.grad_mode import STATE
+from ..tensor import Tensor
+from ._util import install, operand
+from . import elementwise as E
+
+__all__ = ["apply_inplace"]
+
+
+def _check_target(self: Tensor, op: str) -> None:
+    if self._rg and self._fn is None and STATE.grad_enabled:
+        raise RuntimeError(
+            f"{op}: a leaf Variable that requires grad (shape {list(self.shape)}) is being used in "
+            "an in-place operation. Wrap the update in `with dg.no_grad():` (as optimizers do), "
+            "or use the out-of-place form.")
+
+
+def bump_version(t: Tensor) -> None:
+    vc = t._vc
+    if vc is None:
+        t._vc = [1]
+    else:
+        vc[0] += 1
+
+
+def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
+    """Run ``compute(self)`` out of place and store the result in ``self``."""
+    _check_target(self, op)
+    old_fn, old_nr = self._fn, self._nr
+    res = compute(self)
+    if res._rg and self._base is not None and STATE.grad_enabled:
+        raise NotImplementedError(
+            f"{op}: in-place modification of a view (shape {list(self.shape)}) inside the "
+            "autograd graph is not supported; modify the base tensor instead (for example "
+            "`base[idx] = value`), or use the out-of-place operation")
+    node = res._fn
+    if node is not None and node.saved is not None and any(a is self for a in node.saved):
+        # The rule of this op reads the value being overwritten: keep a copy for it.
+        stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
+        stand_in._vc = [0]
+        node.saved = tuple(stand_in if a is self else a for a in node.saved)
+        node.saved_versions = [
+            (stand_in._vc, 0) if a is stand_in else v for a, v in zip(node.saved, node.saved_versions)]
+    _write(self, res._data, op)
+    bump_version(self)
+    if res._rg:
+        self._fn = res._fn
+        self._nr = res._nr
+        self._rg = True
+    return self
+
+
+def _write(self: Tensor, value, op: str) -> None:
+    data = self._data
+    if value.dtype != data.dtype and not np.can_cast(value.dtype, data.dtype, "same_kind"):
+        raise RuntimeError(
+            f"{op}: result type {value.dtype} can't be cast to the desired output type "
+            f"{data.dtype} (tensor of shape {list(data.shape)})")
+    if value.shape != data.shape:
+        if np.broadcast_shapes(value.shape, data.shape) != data.shape:
+            raise RuntimeError(
+                f"{op}: output with shape {list(data.shape)} doesn't match the broadcast shape "
+                f"{list(np.broadcast_shapes(value.shape, data.shape))}")
+    if data.flags.writeable:
+        np.copyto(data, value, casting="unsafe")
+    else:
+        self._data = np.array(np.broadcast_to(value, data.shape), dtype=data.dtype)
+
+
+def _binary_inplace(fn, name):
+    def method(self, other, *args, **kwargs):
+        other = operand(other)
+        return apply_inplace(self, lambda s: fn(s, other, *args, **kwargs), name)
+
+    method.__name__ = name
+    return method
+
+
+def _unary_inplace(fn, name):
+    def method(self, *args, **kwargs):
+        return apply_inplace(self, lambda s: fn(s, *args, **kwargs), name)
+
+    method.__name__ = name
+    return method
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros in place."""
+    return fill_(self, 0)
+
+
+def fill_(self: Tensor, value) -> Tensor:
+    """Fill with ``value`` (a number or a 0-d tensor) in place."""
+    if isinstance(value, Tensor) and value._rg and STATE.grad_enabled:
+        return apply_inplace(self, lambda s: s * 0 + value.to(s.dtype), "fill_")
+    v = value.item() if isinstance(value, Tensor) else value
+    _check_target(self, "fill_")
+    if self._rg and STATE.grad_enabled:
+        return apply_inplace(self, lambda s: s * 0 + v, "fill_")
+    if self._data.flags.writeable:
+        self._data.fill(v)
+    else:
+        self._data = np.full(self._data.shape, v, self._data.dtype)
+    bump_version(self)
+    return self
+
+
+def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    """Copy ``src`` (broadcast, cast to this dtype) into this tensor in place."""
+    src = operand(src)
+    if not isinstance(src, Tensor):
+        return fill_(self, src)
+    if src._rg and STATE.grad_enabled or (self._rg and STATE.grad_enabled):
+        def compute(s):
+            v = src if src._data.dtype == s._data.dtype else src.to(s.dtype)
+            if tuple(v.shape) != tuple(s.shape):
+                v = v.expand(*s.shape)
+            return s * 0 + v
+
+        return apply_inplace(self, compute, "copy_")
+    _check_target(self, "copy_")
+    value = src._data
+    from ..backend import device_of, move_to  # noqa: PLC0415
+
+    if device_of(value) != device_of(self._data):
+        value = move_to(value, device_of(self._data))
+    _write(self, value, "copy_")
+    bump_version(self)
+    return self
+
+
+def requires_grad_leaf_check(self):  # pragma: no cover - kept for API symmetry
+    return self
+
+
+install({
+    "add_": _binary_inplace(E.add, "add_"),
+    "sub_": _binary_inplace(E.sub, "sub_"),
+    "subtract_": _binary_inplace(E.sub, "sub_"),
+    "mul_": _binary_inplace(E.mul, "mul_"),
+    "multiply_": _binary_inplace(E.mul, "mul_"),
+    "div_": _binary_inplace(E.div, "div_"),
+    "divide_": _binary_inplace(E.div, "div_"),
+    "true_divide_": _binary_inplace(E.div, "div_"),
+    "pow_": _binary_inplace(E.pow, "pow_"),
+    "floor_divide_": _binary_inplace(E.floor_divide, "floor_divide_"),
+    "remainder_": _binary_inplace(E.remainder, "remainder_"),
+    "fmod_": _binary_inplace(E.fmod, "fmod_"),
+    "maximum_": _binary_inplace(E.maximum, "maximum_"),
+    "minimum_": _binary_inplace(E.minimum, "minimum_"),
+    "atan2_": _binary_inplace(E.atan2, "atan2_"),
+    "lerp_": _binary_inplace(E.lerp, "lerp_"),
+    "__iadd__": _binary_inplace(E.add, "__iadd__"),
+    "__isub__": _binary_inplace(E.sub, "__isub__"),
+    "__imul__": _binary_inplace(E.mul, "__imul__"),
+    "__itruediv__": _binary_inplace(E.div, "__itruediv__"),
+    "__ifloordiv__": _binary_inplace(E.floor_divide, "__ifloordiv__"),
+    "__imod__": _binary_inplace(E.remainder, "__imod__"),
+    "__ipow__": _binary_inplace(E.pow, "__ipow__"),
+    "__iand__": _binary_inplace(E.bitwise_and, "__iand__"),
+    "__ior__": _binary_inplace(E.bitwise_or, "__ior__"),
+    "__ixor__": _binary_inplace(E.bitwise_xor, "__ixor__"),
+    "clamp_": _unary_inplace(E.clamp, "clamp_"),
+    "clip_": _unary_inplace(E.clamp, "clamp_"),
+    "neg_": _unary_inplace(E.neg, "neg_"),
+    "abs_": _unary_inplace(E.abs, "abs_"),
+    "exp_": _unary_inplace(E.exp, "exp_"),
+    "log_": _unary_inplace(E.log, "log_"),
+    "sqrt_": _unary_inplace(E.sqrt, "sqrt_"),
+    "sin_": _unary_inplace(E.sin, "sin_"),
+    "cos_": _unary_inplace(E.cos, "cos_"),
+    "tanh_": _unary_inplace(E.tanh, "tanh_"),
+    "sigmoid_": _unary_inplace(E.sigmoid, "sigmoid_"),
+    "relu_": _unary_inplace(E.relu, "relu_"),
+    "floor_": _unary_inplace(E.floor, "floor_"),
+    "ceil_": _unary_inplace(E.ceil, "ceil_"),
+    "round_": _unary_inplace(E.round, "round_"),
+    "trunc_": _unary_inplace(E.trunc, "trunc_"),
+    "sign_": _unary_inplace(E.sign, "sign_"),
+    "reciprocal_": _unary_inplace(E.reciprocal, "reciprocal_"),
+    "square_": _unary_inplace(E.square, "square_"),
+    "zero_": zero_, "fill_": fill_, "copy_": copy_,
+})

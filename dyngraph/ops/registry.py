@@ -1,0 +1,337 @@
+"""The primitive registry and the single dispatch path.
+
+A :class:`Primitive` is defined once: its array-level forward (``impl``), one
+vector-Jacobian rule per differentiable input, and what those rules need kept
+alive (inputs and/or the output).  Every consumer -- eager autograd,
+higher-order gradients, graph capture, ONNX export, visualisation -- reads the
+same object from :data:`REGISTRY`.
+
+Rules are written with operators and primitives, never with NumPy-only
+calls, so the same rule runs on raw arrays during an ordinary ``backward()``
+(fast, nothing recorded) and on Tensors under ``create_graph=True`` (where it
+records a differentiable graph: gradients of gradients for free).  Calling a
+primitive object directly does exactly that switch: arrays in -> ``impl``;
+any Tensor in -> :func:`bind`.
+
+Example::
+
+    @primitive("tanh", save_output=True, promote="float")
+    def tanh(x):
+        return np.tanh(x)
+
+    tanh.defvjp(lambda g, out, x: g * (1 - out * out))
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..autograd.grad_mode import STATE
+
+__all__ = ["Primitive", "primitive", "bind", "REGISTRY", "EMPTY"]
+
+EMPTY: dict = {}
+REGISTRY: dict[str, Primitive] = {}
+
+_NUMBER_TYPES = (int, float, bool)
+
+
+class Primitive:
+    """One primitive operation: forward on arrays plus its derivative rules.
+
+    Attributes:
+        name: unique name (``"add"``, ``"matmul"``...), also the registry key.
+        impl: ``impl(*arrays, **params) -> array`` (or a tuple for multi-output).
+        vjp_rules: one rule per input, ``rule(g, out, *inputs, **params)``
+            returning the gradient for that input (``None`` where an input is
+            not differentiable).  ``None`` when the primitive is not differentiable.
+        vjp_argnum: alternative for variadic primitives,
+            ``rule(argnum, g, out, *inputs, **params)``.
+        save_inputs / save_output: what the rules read.  Inputs that are not
+            saved reach the rules as ``None``, or as a :class:`Meta` (shape and
+            dtype only) when ``meta=True``, so their data can be freed early.
+        promote: ``None`` (inputs used as given), ``"same"`` (tensors and Python
+            scalars promoted to one dtype, PyTorch rules) or ``"float"`` (same,
+            then integers become the default float dtype).
+        promote_from: first argument position that takes part in promotion.
+        broadcasts: gradients of inputs are summed back to each input's shape.
+        n_outputs: number of outputs (``-1``: decided per call, e.g. ``split``).
+        is_view: the output shares memory with input 0 (reshape, transpose...).
+    """
+
+    __slots__ = (
+        "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
+        "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
+        "nondiff_argnums", "meta", "doc",
+    )
+
+    def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
+                 promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
+                 differentiable=True, nondiff_argnums=(), meta=False):
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is defined twice")
+        self.name = name
+        self.impl = impl
+        self.vjp_rules = None
+        self.vjp_argnum = None
+        self.save_inputs = save_inputs
+        self.save_output = save_output
+        self.promote = promote
+        self.promote_from = promote_from
+        self.broadcasts = broadcasts
+        self.n_outputs = n_outputs
+        self.is_view = is_view
+        self.differentiable = differentiable
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        # record input shapes/dtypes: rules read them from the Meta stand-ins
+        self.meta = bool(meta or broadcasts)
+        self.doc = impl.__doc__
+        REGISTRY[name] = self
+
+    # -- rule registration -------------------------------------------------
+    def defvjp(self, *rules):
+        """Register one vjp rule per input (``None`` for a non-differentiable input)."""
+        self.vjp_rules = tuple(rules)
+        return self
+
+    def defvjp_argnum(self, rule):
+        """Register one rule ``rule(argnum, g, out, *inputs, **params)`` for all inputs."""
+        self.vjp_argnum = rule
+        return rule
+
+    @property
+    def has_vjp(self) -> bool:
+        return self.vjp_rules is not None or self.vjp_argnum is not None
+
+    def vjp(self, argnum, g, out, inputs, params):
+        """Gradient for input ``argnum`` (arrays or Tensors, depending on the caller)."""
+        rules = self.vjp_rules
+        if rules is not None:
+            if argnum >= len(rules) or rules[argnum] is None:
+                raise NotImplementedError(
+                    f"the derivative of '{self.name}' with respect to argument {argnum} "
+                    "is not implemented")
+            return rules[argnum](g, out, *inputs, **params)
+        if self.vjp_argnum is not None:
+            return self.vjp_argnum(argnum, g, out, *inputs, **params)
+        raise NotImplementedError(f"the derivative of '{self.name}' is not implemented")
+
+    # -- calling -----------------------------------------------------------
+    def __call__(self, *args, **params):
+        """Arrays in: run ``impl``.  Any Tensor in: dispatch through :func:`bind`."""
+        for a in args:
+            if isinstance(a, Tensor):
+                return bind(self, args, params)
+        return self.impl(*args, **params)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+def primitive(name: str, **options) -> Callable[[Callable], Primitive]:
+    """Decorator that turns an array function into a registered :class:`Primitive`."""
+
+    def wrap(impl):
+        return Primitive(name, impl, **options)
+
+    return wrap
+
+
+# --------------------------------------------------------------------------
+# dispatch
+# --------------------------------------------------------------------------
+
+def bind(prim: Primitive, args: tuple, params: dict = EMPTY):
+    """Apply ``prim`` to ``args`` (Tensors and Python numbers) with ``params``.
+
+    The one entry point for every primitive call: it hands the call to the
+    innermost interpreter (graph capture installs one) or runs it eagerly.
+    """
+    interp = STATE.interpreter
+    if interp is not None:
+        return interp.process(prim, args, params)
+    return eager(prim, args, params)
+
+
+def eager(prim: Primitive, args: tuple, params: dict):
+    """Compute now; record a graph node when grad mode is on and an input requires grad."""
+    datas = []
+    need = False
+    for a in args:
+        if isinstance(a, Tensor):
+            datas.append(a._data)
+            if a._rg:
+                need = True
+        else:
+            datas.append(a)
+    if prim.promote is not None:
+        datas = promote_arrays(prim, datas)
+    try:
+        out = prim.impl(*datas, **params)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, args, params, exc) from exc
+    if need and STATE.grad_enabled and prim.differentiable:
+        return record(prim, args, params, out)
+    if prim.n_outputs == 1:
+        if type(out) is not np.ndarray:
+            out = _as_array(out)
+        t = _new(Tensor)
+        t._data = out
+        t._rg = False
+        t._fn = None
+        t._nr = 0
+        t._grad = None
+        t._vc = None
+        t._base = None
+        t._hooks = None
+        if prim.is_view:
+            _mark_view(t, args[0])
+        return t
+    return tuple(_wrap_plain(o) for o in out)
+
+
+def _as_array(out):
+    # NumPy returns scalars (np.float32(..)) from 0-d operations; keep arrays.
+    if isinstance(out, np.generic):
+        return np.asarray(out)
+    if hasattr(out, "__cuda_array_interface__"):
+        return out
+    return np.asarray(out)
+
+
+def _wrap_plain(o):
+    if type(o) is not np.ndarray:
+        o = _as_array(o)
+    return Tensor._make(o, False, None, 0)
+
+
+def _mark_view(t, base):
+    if isinstance(base, Tensor) and np.may_share_memory(t._data, base._data):
+        root = base._base if base._base is not None else base
+        t._base = root
+        vc = root._vc
+        if vc is None:
+            vc = root._vc = [0]
+        t._vc = vc
+
+
+def record(prim: Primitive, args: tuple, params: dict, out):
+    """Build the graph node for one primitive call and wrap its outputs."""
+    edges = []
+    for a in args:
+        if isinstance(a, Tensor) and a._rg:
+            fn = a._fn
+            edges.append((a, 0) if fn is None else (fn, a._nr))
+        else:
+            edges.append(None)
+    for i in prim.nondiff_argnums:
+        edges[i] = None
+    node = Node(prim, params, tuple(edges))
+    if prim.save_inputs:
+        node.saved = args
+        node.saved_versions = _versions(args)
+    if prim.meta:
+        node.in_meta = tuple(
+            Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None for a in args)
+    if STATE.anomaly:
+        from ..autograd.anomaly import capture_stack  # noqa: PLC0415
+
+        node.info = capture_stack()
+    if prim.n_outputs == 1:
+        if type(out) is not np.ndarray:
+            out = _as_array(out)
+        floating = out.dtype.kind == "f"
+        t = Tensor._make(out, floating, node if floating else None, 0)
+        if prim.save_output:
+            node.out = out
+            t._vc = node.out_vc = [0]
+        if prim.is_view:
+            _mark_view(t, args[0])
+        return t
+    outs = tuple(o if type(o) is np.ndarray else _as_array(o) for o in out)
+    node.n_out = len(outs)
+    node.out_meta = tuple((o.shape, o.dtype) for o in outs)
+    if prim.save_output:
+        node.out = outs
+    result = tuple(
+        Tensor._make(o, o.dtype.kind == "f", node if o.dtype.kind == "f" else None, i)
+        for i, o in enumerate(outs))
+    return result
+
+
+def _versions(args):
+    vs = []
+    for a in args:
+        if isinstance(a, Tensor):
+            vc = a._vc
+            if vc is None:
+                vc = a._vc = [0]
+            vs.append((vc, vc[0]))
+        else:
+            vs.append(None)
+    return vs
+
+
+def promote_arrays(prim: Primitive, datas: list) -> list:
+    """Cast operands to the PyTorch result dtype (see :mod:`dyngraph.dtypes`)."""
+    start = prim.promote_from
+    ops = datas[start:] if start else datas
+    if len(ops) == 2:
+        a, b = ops
+        if type(a) is np.ndarray and type(b) is np.ndarray:
+            if a.dtype is b.dtype and (prim.promote == "same" or a.dtype.kind == "f"):
+                return datas
+        elif type(a) is np.ndarray and type(b) is float:
+            if a.dtype.kind == "f":
+                return datas
+        elif type(b) is np.ndarray and type(a) is float:
+            if b.dtype.kind == "f":
+                return datas
+    elif len(ops) == 1:
+        a = ops[0]
+        if prim.promote == "same" or getattr(a, "dtype", None) is None or a.dtype.kind == "f":
+            if getattr(a, "dtype", None) is not None:
+                return datas
+    arrays = [o for o in ops if hasattr(o, "dtype") and not isinstance(o, np.generic)]
+    scalars = [o for o in ops if not (hasattr(o, "dtype") and not isinstance(o, np.generic))]
+    scalars = [o.item() if isinstance(o, np.generic) else o for o in scalars]
+    target = _dt.result_np_dtype(arrays, scalars)
+    if prim.promote == "float" and target.kind != "f":
+        target = _dt.default_float_np()
+    out = list(datas[:start])
+    for o in ops:
+        if hasattr(o, "dtype") and not isinstance(o, np.generic):
+            out.append(o if o.dtype is target or o.dtype == target else o.astype(target))
+        elif not arrays:
+            out.append(np.asarray(o, dtype=target))
+        elif isinstance(o, np.generic):
+            out.append(o.item())
+        else:
+            out.append(o)
+    return out
+
+
+def _describe(a) -> str:
+    if isinstance(a, Tensor):
+        return f"Tensor(shape={list(a._data.shape)}, dtype={a.dtype})"
+    return repr(a)
+
+
+def _op_error(prim: Primitive, args, params, exc: Exception) -> Exception:
+    """Re-raise a backend error with the op name, shapes and dtypes involved."""
+    if getattr(exc, "_dg_op_error", False):
+        return exc
+    shown = ", ".join(_describe(a) for a in args)
+    extra = f", params={params}" if params else ""
+    err = type(exc)(f"{prim.name}: {exc} (inputs: {shown}{extra})")
+    err._dg_op_error = True
+    return err
+
+
+from ..autograd.graph import Meta, Node  # noqa: E402  (graph imports nothing from here)
+from ..tensor import Tensor  # noqa: E402
+
+_new = object.__new__

@@ -1,0 +1,501 @@
+"""The Tensor: an array plus the autograd bookkeeping of define-by-run.
+
+A Tensor wraps a NumPy (or CuPy) array.  The hot attributes are slots with
+short private names, read directly by the dispatcher:
+
+- ``_data``: the array;
+- ``_rg``: requires grad;
+- ``_fn`` / ``_nr``: the graph node that produced it and which of its outputs
+  it is (``None`` for leaves);
+- ``_grad``: accumulated gradient (leaves, or non-leaves after ``retain_grad``);
+- ``_vc``: the version counter cell, shared with views, bumped by in-place ops;
+- ``_base``: the tensor this one is a view of;
+- ``_hooks``: gradient hooks of a leaf.
+
+Operation methods (``x.exp()``, ``x + y``, ``x.sum(dim=1)``...) are attached by
+the ``dyngraph.ops`` modules that define them, so each primitive lives in one
+place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from .autograd.grad_mode import STATE
+from .backend import device_of, move_to, device as _device
+
+__all__ = ["Tensor"]
+
+_new = object.__new__
+
+
+class Tensor:
+    """A multi-dimensional array that records the operations applied to it.
+
+    >>> x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    tensor([2., 4., 6.])
+    """
+
+    __slots__ = ("_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks", "__weakref__")
+    __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected ops
+
+    def __init__(self, data=None, *, dtype=None, requires_grad: bool = False):
+        from .creation import _to_array  # noqa: PLC0415
+
+        arr = _to_array([] if data is None else data, dtype)
+        self._data = arr
+        self._rg = False
+        self._fn = None
+        self._nr = 0
+        self._grad = None
+        self._vc = None
+        self._base = None
+        self._hooks = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _make(data, requires_grad, fn, nr, cls=None):
+        t = _new(cls or Tensor)
+        t._data = data
+        t._rg = requires_grad
+        t._fn = fn
+        t._nr = nr
+        t._grad = None
+        t._vc = None
+        t._base = None
+        t._hooks = None
+        return t
+
+    # -- autograd attributes --------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set whether autograd records operations on this (leaf) tensor."""
+        requires_grad = bool(requires_grad)
+        if self._fn is not None and not requires_grad:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables; to use a "
+                "non-leaf tensor without gradients, call .detach() on it")
+        if requires_grad and self._data.dtype.kind != "f":
+            raise RuntimeError(
+                f"only tensors of floating point dtype can require gradients; this tensor "
+                f"is {self.dtype} (shape {list(self.shape)}): convert it with .float() first")
+        self._rg = requires_grad
+        return self
+
+    @property
+    def grad_fn(self):
+        return self._fn
+
+    @property
+    def grad(self):
+        if self._fn is not None and self._grad is None and not _retains(self):
+            import warnings  # noqa: PLC0415
+
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the gradient for a non-leaf Tensor, use .retain_grad() on it.",
+                UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"assigned grad has shape {list(value.shape)} but the tensor has shape "
+                    f"{list(self.shape)}")
+        self._grad = value
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._fn is None
+
+    @property
+    def output_nr(self) -> int:
+        return self._nr
+
+    @property
+    def _version(self) -> int:
+        return 0 if self._vc is None else self._vc[0]
+
+    @property
+    def retains_grad(self) -> bool:
+        return _retains(self)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if self._fn is None:
+            if not self._rg:
+                raise RuntimeError("can't retain_grad on a Tensor that has requires_grad=False")
+            return
+        from .autograd.engine import retain_grad_ref  # noqa: PLC0415
+
+        retain_grad_ref(self._fn, self._nr, self)
+
+    def register_hook(self, hook):
+        """Run ``hook(grad)`` when this tensor's gradient is computed.
+
+        The hook may return a new gradient to use in its place.
+
+        >>> h = x.register_hook(lambda g: g * 2)
+        >>> h.remove()
+        """
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._fn is not None:
+            return self._fn._add_pre_hook(self._nr, hook)
+        from .autograd.graph import _RemovableHandle  # noqa: PLC0415
+
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        return _RemovableHandle(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad``.
+
+        ``gradient`` is required unless ``self`` holds one element.
+        """
+        from .autograd import backward  # noqa: PLC0415
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's data, cut from the graph."""
+        t = Tensor._make(self._data, False, None, 0)
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        t._vc = vc
+        return t
+
+    def detach_(self) -> Tensor:
+        if self._base is not None and self._base._rg:
+            raise RuntimeError("can't detach_() a view of a tensor that requires grad; use detach()")
+        self._fn = None
+        self._nr = 0
+        self._rg = False
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    # -- array properties -----------------------------------------------------
+    @property
+    def shape(self):
+        from .size import Size  # noqa: PLC0415
+
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    @property
+    def dtype(self):
+        return _dt._BY_NP[self._data.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    @property
+    def device(self):
+        return device_of(self._data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def is_complex(self) -> bool:
+        return False
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    def stride(self, dim: int | None = None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[_wrap_dim(dim, self._data.ndim, "stride")]
+
+    def data_ptr(self) -> int:
+        return int(self._data.__array_interface__["data"][0]) if type(self._data) is np.ndarray \
+            else int(self._data.data.ptr)
+
+    def get_device(self) -> int:
+        d = self.device
+        return -1 if d.type == "cpu" else (d.index or 0)
+
+    # -- conversion to Python / NumPy -------------------------------------------
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar "
+                f"(item() needs exactly one element; shape is {list(self.shape)})")
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_item"):
+            return interp.on_item(self)
+        return self._data.reshape(()).item() if type(self._data) is np.ndarray else self._data.item()
+
+    def tolist(self):
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_tolist"):
+            return interp.on_tolist(self)
+        return _host(self._data).tolist()
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The underlying NumPy array (shared, not copied)."""
+        if self._rg and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_numpy"):
+            interp.on_numpy(self)
+        if type(self._data) is not np.ndarray:
+            if force:
+                return _host(self._data)
+            raise TypeError(
+                f"can't convert {self.device} tensor to numpy: use .cpu() to copy it to host memory first")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_numpy"):
+            interp.on_numpy(self)
+        a = _host(self._data)
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        if copy:
+            a = a.copy()
+        return a
+
+    def __dlpack__(self, *args, **kwargs):
+        if self._rg:
+            raise RuntimeError("Can't export a tensor that requires grad with DLPack; detach() it first")
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {self._data.size} elements is ambiguous "
+                f"(shape {list(self.shape)}); use .any() or .all()")
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_bool"):
+            return interp.on_bool(self)
+        return bool(self._data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce_ex__(self, protocol):
+        # Pickling (used by DataLoader worker queues) carries data only, never the graph.
+        return (_rebuild, (_host(self._data), self._rg))
+
+    def __deepcopy__(self, memo):
+        if self._fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol; detach() or clone() it first")
+        t = Tensor._make(self._data.copy(), self._rg, None, 0, type(self))
+        if self._grad is not None:
+            t._grad = Tensor._make(self._grad._data.copy(), False, None, 0)
+        memo[id(self)] = t
+        return t
+
+    # -- repr -------------------------------------------------------------------
+    def __repr__(self) -> str:
+        from .printing import tensor_repr  # noqa: PLC0415
+
+        return tensor_repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self) if not spec else format(repr(self), spec)
+
+    # -- device / dtype movement ------------------------------------------------------------
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> Tensor:
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def to(self, *args, **kwargs) -> Tensor:
+        """Convert dtype and/or device: ``t.to(dg.float64)``, ``t.to("cpu")``, ``t.to(other)``."""
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, dev = a.dtype, a.device
+            elif isinstance(a, (_dt.dtype, type)) or (isinstance(a, np.dtype)):
+                dtype = a
+            elif isinstance(a, (str, _device)):
+                if isinstance(a, str) and a in _dt._BY_NAME:
+                    dtype = a
+                else:
+                    dev = a
+            elif isinstance(a, bool):
+                pass
+            else:
+                raise TypeError(f"to() received an invalid argument {a!r}")
+        out = self
+        if dtype is not None:
+            np_dt = _dt.to_numpy_dtype(dtype)
+            if np_dt != self._data.dtype:
+                from .ops.elementwise import cast  # noqa: PLC0415
+
+                out = cast(out, dtype=np_dt)
+        if dev is not None:
+            dev = _device(dev)
+            if dev != out.device:
+                from .ops.elementwise import to_device  # noqa: PLC0415
+
+                out = to_device(out, device=str(dev))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"dyngraph.{_TYPE_NAMES.get(self.dtype.name, 'Tensor')}"
+        return self.to(dtype)
+
+    def float(self) -> Tensor:
+        return self.to(_dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(_dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(_dt.float16)
+
+    def int(self) -> Tensor:
+        return self.to(_dt.int32)
+
+    def long(self) -> Tensor:
+        return self.to(_dt.int64)
+
+    def short(self) -> Tensor:
+        return self.to(_dt.int16)
+
+    def char(self) -> Tensor:
+        return self.to(_dt.int8)
+
+    def byte(self) -> Tensor:
+        return self.to(_dt.uint8)
+
+    def bool(self) -> Tensor:
+        return self.to(_dt.bool)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+
+_TYPE_NAMES = {
+    "float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+    "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
+    "uint8": "ByteTensor", "bool": "BoolTensor",
+}
+
+
+def _retains(t) -> bool:
+    fn = t._fn
+    return fn is not None and fn.retained is not None and t._nr in fn.retained
+
+
+def _host(a):
+    return a if type(a) is np.ndarray else move_to(a, _device("cpu"))
+
+
+def _rebuild(data, requires_grad):
+    t = Tensor._make(np.array(data), False, None, 0)
+    if requires_grad:
+        t._rg = True
+    return t
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    """Normalise a possibly negative dimension index, with PyTorch's error message."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"{op + ': ' if op else ''}Dimension out of range (expected to be in range of "
+            f"[{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
