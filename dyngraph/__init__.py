@@ -24,6 +24,9 @@ from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
+from .ops.nn import *  # noqa: F401,F403
+from .ops.conv import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state  # noqa: F401
 from .printing import set_printoptions  # noqa: F401
@@ -34,3 +37,26 @@ from .autograd.grad_mode import (  # noqa: F401
 )
 from .ops.elementwise import abs, pow, round  # noqa: F401,A004  (shadow builtins like torch)
 from .ops.reduction import sum  # noqa: F401,A004
+
+# Subpackages and a few top-level functions are imported on first use (PEP 562):
+# `import dyngraph` stays fast, and each subpackage is owned by one module tree.
+_LAZY_MODULES = {
+    "nn", "optim", "data", "utils", "jit", "onnx", "viz", "tensorboard", "profiler",
+    "distributed", "linalg", "serialization", "examples", "func",
+}
+_LAZY_ATTRS = {
+    "save": ("serialization", "save"),
+    "load": ("serialization", "load"),
+    "compile": ("jit", "compile"),
+}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRS:
+        mod, attr = _LAZY_ATTRS[name]
+        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+    raise AttributeError(f"module 'dyngraph' has no attribute {name!r}")

@@ -161,10 +161,32 @@ class Tensor:
             return self._fn._add_pre_hook(self._nr, hook)
         from .autograd.graph import _RemovableHandle  # noqa: PLC0415
 
+        hooks = self._leaf_hooks()
+        hooks.pre.append(hook)
+        return _RemovableHandle(hooks.pre, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Run ``hook(tensor)`` after this leaf's ``.grad`` has been accumulated.
+
+        Used by data-parallel training to start communicating a gradient as soon
+        as it is ready.
+        """
+        if self._fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.graph import _RemovableHandle  # noqa: PLC0415
+
+        hooks = self._leaf_hooks()
+        hooks.post.append(hook)
+        return _RemovableHandle(hooks.post, hook)
+
+    def _leaf_hooks(self):
         if self._hooks is None:
-            self._hooks = []
-        self._hooks.append(hook)
-        return _RemovableHandle(self._hooks, hook)
+            from .autograd.graph import LeafHooks  # noqa: PLC0415
+
+            self._hooks = LeafHooks()
+        return self._hooks
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad``.

@@ -255,8 +255,9 @@ def _wrap_sum(old, new, create_graph):
 def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_leaf_only):
     if g is None:
         return
-    if leaf._hooks:
-        g = _run_hook_list(leaf._hooks, g, create_graph)
+    hooks = leaf._hooks
+    if hooks is not None and hooks.pre:
+        g = _run_hook_list(hooks.pre, g, create_graph)
     if captured is not None:
         ks = targets.get((leaf, 0))
         if ks:
@@ -267,6 +268,9 @@ def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_le
         return
     if accumulate:
         _accumulate(leaf, g, create_graph)
+        if hooks is not None and hooks.post:
+            for hook in list(hooks.post):
+                hook(leaf)
 
 
 def _accumulate(leaf, g, create_graph):

@@ -132,6 +132,16 @@ class AccumulateGrad:
         return id(self.variable)
 
 
+class LeafHooks:
+    """Gradient hooks of a leaf tensor: before (``pre``) and after (``post``) accumulation."""
+
+    __slots__ = ("pre", "post")
+
+    def __init__(self):
+        self.pre = []
+        self.post = []
+
+
 class _RemovableHandle:
     __slots__ = ("_list", "_fn")
 

@@ -1,4 +1,6 @@
-"""Primitive operations, grouped by family.  Importing this package registers them all."""
+"""Primitive operations, grouped by family.  Importing this package registers them all
+and installs their Tensor methods."""
 
 from . import elementwise, inplace, linalg, reduction, shape  # noqa: F401
+from . import indexing, nn, conv  # noqa: F401
 from .registry import REGISTRY, Primitive, bind, primitive  # noqa: F401

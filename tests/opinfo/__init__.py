@@ -49,7 +49,7 @@ class OpInfo:
     nondeterministic_grad_at_ties: bool = False
 
 
-FAMILIES = ("elementwise", "reduction", "shape", "indexing", "linalg", "nn_ops")
+FAMILIES = ("elementwise", "reduction", "shape", "indexing", "linalg", "nn_ops", "conv_ops")
 
 
 def all_ops() -> list[OpInfo]:

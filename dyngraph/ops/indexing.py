@@ -1,0 +1,3 @@
+"""Placeholder filled by its owner; see docs/internals.md."""
+
+__all__: list = []
