@@ -103,6 +103,10 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                         gi = g[nr] if node.n_out > 1 else g
                         for k in ks:
                             captured[k] = gi
+                if not any(e is not None and e[0] in needed for e in node.edges):
+                    # a requested non-leaf with nothing needed behind it: do not run
+                    # (and do not free) its node, as PyTorch stops there too
+                    continue
             grads_in = _run_node(node, g, create_graph, retain_graph, needed)
             edges = node.edges
             for i in range(len(edges)):
@@ -231,7 +235,9 @@ def _run_pre_hooks(node, g, create_graph):
         for nr, hooks in node.pre_hooks.items():
             if not hooks:
                 continue
-            if node.n_out == 1:
+            if nr == -1:
+                g = _run_node_pre_hooks(node, hooks, g, create_graph)
+            elif node.n_out == 1:
                 if g is not None:
                     g = _run_hook_list(hooks, g, create_graph)
             elif g is not None and g[nr] is not None:
@@ -244,6 +250,17 @@ def _run_pre_hooks(node, g, create_graph):
                 val = gi if create_graph else _wrap(gi.copy())
                 t._grad = val if t._grad is None else _wrap_sum(t._grad, val, create_graph)
     return g
+
+
+def _run_node_pre_hooks(node, hooks, g, create_graph):
+    """``Node.register_prehook``: ``hook(grad_outputs: tuple) -> tuple | None`` (PyTorch)."""
+    gs = [g] if node.n_out == 1 else list(g)
+    for hook in list(hooks):
+        arg = tuple(x if (x is None or create_graph) else _wrap(x) for x in gs)
+        res = hook(arg)
+        if res is not None:
+            gs = [r if (r is None or create_graph) else r._data for r in res]
+    return gs[0] if node.n_out == 1 else gs
 
 
 def _wrap_sum(old, new, create_graph):
@@ -323,9 +340,10 @@ def _run_node(node, g, create_graph, retain_graph, needed):
             "backward through the graph again.")
     if g is None:
         return None
-    if node.n_out > 1:
-        g = _fill_missing(node, g, create_graph)
     custom = getattr(prim, "backward_node", None)
+    if node.n_out > 1 and custom is None:
+        # (custom Function nodes fill missing grads themselves: set_materialize_grads)
+        g = _fill_missing(node, g, create_graph)
     if custom is not None:
         grads = custom(node, g, create_graph)
     else:
