@@ -1,0 +1,1 @@
+"""``dg.nn.init``: in-place parameter initialisation (filled in below)."""
