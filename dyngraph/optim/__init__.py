@@ -1,0 +1,18 @@
+"""Optimizers and learning-rate schedulers (``torch.optim``'s surface).
+
+>>> opt = dg.optim.Adam(model.parameters(), lr=1e-3)
+>>> sched = dg.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
+"""
+
+from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
+from .adamax import Adamax
+from .nadam import NAdam
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+           "lr_scheduler"]

@@ -1,0 +1,78 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .optimizer import Optimizer, _buffer, check_options, grad_of
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """SGD with PyTorch's update rule::
+
+        g = grad (+ weight_decay * p) (negated when maximize)
+        buf = g at the first step, else momentum * buf + (1 - dampening) * g
+        g = g + momentum * buf if nesterov else buf      (when momentum != 0)
+        p -= lr * g
+
+    >>> opt = dg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+
+    ``foreach=True`` updates a group through one flat array (fewer, larger NumPy
+    calls: useful with many small parameters).
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
+        check_options("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening "
+                             f"(got momentum={momentum}, dampening={dampening})")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+
+    def _step_group(self, group, params):
+        if group.get("foreach") and len(params) > 1:
+            from ._foreach import sgd_foreach  # noqa: PLC0415
+
+            return sgd_foreach(self, group, params)
+        lr = group["lr"]
+        momentum = group["momentum"]
+        dampening = group["dampening"]
+        nesterov = group["nesterov"]
+        state = self.state
+        for p in params:
+            d = p._data
+            g = grad_of(p, group)
+            if momentum != 0:
+                st = state.get(p)
+                if st is None:
+                    st = state[p] = {}
+                buf_t = st.get("momentum_buffer")
+                if buf_t is None:
+                    st["momentum_buffer"] = buf_t = _buffer(d)
+                    np.copyto(buf_t._data, g)
+                    buf = buf_t._data
+                else:
+                    buf = buf_t._data
+                    buf *= momentum
+                    if dampening != 0:
+                        buf += (1 - dampening) * g
+                    else:
+                        buf += g
+                if nesterov:
+                    upd = g + momentum * buf
+                    upd *= lr
+                    d -= upd
+                else:
+                    d -= lr * buf
+            else:
+                if g is p._grad._data:
+                    d -= lr * g
+                else:
+                    g *= lr
+                    d -= g
