@@ -40,6 +40,9 @@ def describe_source(node) -> str | None:
 
 def check_grads(node, grads) -> None:
     """Raise if any gradient ``node`` produced contains NaN (or Inf with check_inf)."""
+    mode = STATE.anomaly_check_nan
+    if not mode:
+        return
     for i, g in enumerate(grads):
         if g is None:
             continue
@@ -48,7 +51,7 @@ def check_grads(node, grads) -> None:
             continue
         bad = np.isnan(arr).any()
         what = "nan"
-        if not bad and STATE.anomaly_check_nan == "inf":
+        if not bad and mode == "inf":
             bad = not np.isfinite(arr).all()
             what = "inf"
         if bad:
@@ -62,18 +65,26 @@ def check_grads(node, grads) -> None:
                 f"(the gradient for input {i} of op '{node.prim.name}').{where}")
 
 
+def _check_mode(check_nan, check_inf):
+    # STATE.anomaly_check_nan: False (no check), True (NaN) or "inf" (NaN and Inf)
+    if check_inf or check_nan == "inf":
+        return "inf"
+    return bool(check_nan)
+
+
 class detect_anomaly:  # noqa: N801
     """Context manager: record creation stacks and check every backward for NaN.
 
     >>> with dg.autograd.detect_anomaly():
     ...     loss = model(x); loss.backward()   # raises, naming the op and your line
 
-    ``check_nan=True`` checks NaN only (PyTorch's behaviour); pass
-    ``check_nan="inf"`` to also reject infinities.
+    ``check_nan=True`` checks gradients for NaN (PyTorch's behaviour);
+    ``check_inf=True`` also rejects infinities.  With ``check_nan=False`` only
+    the creation stacks are recorded (shown by ``dg.autograd.graph.walk``).
     """
 
-    def __init__(self, check_nan=True):
-        self.check_nan = check_nan
+    def __init__(self, check_nan=True, check_inf: bool = False):
+        self.check_nan = _check_mode(check_nan, check_inf)
 
     def __enter__(self):
         self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
@@ -85,14 +96,28 @@ class detect_anomaly:  # noqa: N801
         STATE.anomaly, STATE.anomaly_check_nan = self._prev
         return False
 
+    def __call__(self, fn):
+        import functools  # noqa: PLC0415
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
 
 class set_detect_anomaly:  # noqa: N801
-    """Turn anomaly mode on or off (function or context manager)."""
+    """Turn anomaly mode on or off (takes effect at once; also a context manager).
 
-    def __init__(self, mode: bool, check_nan=True):
+    >>> dg.autograd.set_detect_anomaly(True)
+    >>> with dg.autograd.set_detect_anomaly(False): ...
+    """
+
+    def __init__(self, mode: bool, check_nan=True, check_inf: bool = False):
         self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
         STATE.anomaly = bool(mode)
-        STATE.anomaly_check_nan = check_nan
+        STATE.anomaly_check_nan = _check_mode(check_nan, check_inf)
 
     def __enter__(self):
         return self
