@@ -378,8 +378,7 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
-    def __hash__(self) -> int:
-        return id(self)
+    __hash__ = object.__hash__  # identity: tensors are graph vertices (``==`` is elementwise)
 
     def __reduce_ex__(self, protocol):
         # Pickling (used by DataLoader worker queues) carries data only, never the graph.

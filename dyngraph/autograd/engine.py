@@ -371,16 +371,15 @@ def _apply_rules(node, prim, saved, g, create_graph):
     n = len(edges)
     if saved is not None:
         versions = node.saved_versions
-        for i in range(len(saved)):
-            vv = versions[i]
-            if vv is not None and vv[0][0] != vv[1]:
-                raise _saved_error(node, "input", i, saved[i], vv[1], vv[0][0])
-        if create_graph:
-            inputs = saved
-        else:
-            from ..tensor import Tensor  # noqa: PLC0415
-
-            inputs = tuple(a._data if isinstance(a, Tensor) else a for a in saved)
+        i = 0
+        for a in saved:
+            v = versions[i]
+            if v is not None:
+                vc = a._vc
+                if vc is not None and vc[0] != v:
+                    raise _saved_error(node, "input", i, a, v, vc[0])
+            i += 1
+        inputs = saved if create_graph else node.saved_data
     else:
         inputs = node.in_meta if node.in_meta is not None else (None,) * n
     out = node.out

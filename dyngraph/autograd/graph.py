@@ -18,26 +18,29 @@ FREED = object()  # marks saved values released by a backward pass
 class Node:
     """A recorded primitive call (PyTorch's ``grad_fn``)."""
 
-    __slots__ = (
-        "prim", "params", "edges", "saved", "saved_versions", "out", "out_vc", "in_meta",
-        "n_out", "out_meta", "pre_hooks", "post_hooks", "retained", "info", "__weakref__",
-    )
+    # Hot attributes are slots; rarely used ones (hooks, retained grads, debug
+    # info, multi-output metadata) live in the lazily created instance dict and
+    # default to the class attributes below, so creating a Node stays cheap.
+    __slots__ = ("prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
+                 "in_meta", "n_out", "__dict__", "__weakref__")
+
+    out_vc = None
+    out_meta = None
+    pre_hooks = None
+    post_hooks = None
+    retained = None
+    info = None
 
     def __init__(self, prim, params, edges):
         self.prim = prim
         self.params = params
         self.edges = edges
         self.saved = None
+        self.saved_data = None
         self.saved_versions = None
         self.out = None
-        self.out_vc = None
         self.in_meta = None
         self.n_out = 1
-        self.out_meta = None
-        self.pre_hooks = None
-        self.post_hooks = None
-        self.retained = None
-        self.info = None
 
     # -- PyTorch-compatible introspection ------------------------------------
     def name(self) -> str:

@@ -10,13 +10,14 @@ for the broadcast shape.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from ..backend import xp
 from ..tensor import Tensor
 from ._util import as_tensor_arg, install, operand
-from .registry import bind, primitive
+from .registry import Primitive, bind, primitive
 
 __all__ = [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg",
@@ -42,33 +43,25 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # arithmetic
 # ---------------------------------------------------------------------------
 
-@primitive("add", promote="same", broadcasts=True)
-def add_p(x, y):
-    return x + y
+add_p = Primitive("add", operator.add, promote="same", broadcasts=True)
 
 
 add_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: g)
 
 
-@primitive("sub", promote="same", broadcasts=True)
-def sub_p(x, y):
-    return x - y
+sub_p = Primitive("sub", operator.sub, promote="same", broadcasts=True)
 
 
 sub_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g)
 
 
-@primitive("mul", promote="same", broadcasts=True, save_inputs=True)
-def mul_p(x, y):
-    return x * y
+mul_p = Primitive("mul", operator.mul, promote="same", broadcasts=True, save_inputs=True)
 
 
 mul_p.defvjp(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
 
 
-@primitive("div", promote="float", broadcasts=True, save_inputs=True)
-def div_p(x, y):
-    return x / y
+div_p = Primitive("div", operator.truediv, promote="float", broadcasts=True, save_inputs=True)
 
 
 div_p.defvjp(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * x / (y * y))
@@ -161,9 +154,7 @@ fmod_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g * trunc_p(x / y))
 # unary math
 # ---------------------------------------------------------------------------
 
-@primitive("exp", promote="float", save_output=True)
-def exp_p(x):
-    return np.exp(x)
+exp_p = Primitive("exp", np.exp, promote="float", save_output=True)
 
 
 exp_p.defvjp(lambda g, out, x: g * out)
@@ -177,49 +168,37 @@ def exp2_p(x):
 exp2_p.defvjp(lambda g, out, x: g * out * math.log(2.0))
 
 
-@primitive("expm1", promote="float", save_output=True)
-def expm1_p(x):
-    return np.expm1(x)
+expm1_p = Primitive("expm1", np.expm1, promote="float", save_output=True)
 
 
 expm1_p.defvjp(lambda g, out, x: g * (out + 1.0))
 
 
-@primitive("log", promote="float", save_inputs=True)
-def log_p(x):
-    return np.log(x)
+log_p = Primitive("log", np.log, promote="float", save_inputs=True)
 
 
 log_p.defvjp(lambda g, out, x: g / x)
 
 
-@primitive("log1p", promote="float", save_inputs=True)
-def log1p_p(x):
-    return np.log1p(x)
+log1p_p = Primitive("log1p", np.log1p, promote="float", save_inputs=True)
 
 
 log1p_p.defvjp(lambda g, out, x: g / (x + 1.0))
 
 
-@primitive("log2", promote="float", save_inputs=True)
-def log2_p(x):
-    return np.log2(x)
+log2_p = Primitive("log2", np.log2, promote="float", save_inputs=True)
 
 
 log2_p.defvjp(lambda g, out, x: g / (x * math.log(2.0)))
 
 
-@primitive("log10", promote="float", save_inputs=True)
-def log10_p(x):
-    return np.log10(x)
+log10_p = Primitive("log10", np.log10, promote="float", save_inputs=True)
 
 
 log10_p.defvjp(lambda g, out, x: g / (x * math.log(10.0)))
 
 
-@primitive("sqrt", promote="float", save_output=True)
-def sqrt_p(x):
-    return np.sqrt(x)
+sqrt_p = Primitive("sqrt", np.sqrt, promote="float", save_output=True)
 
 
 sqrt_p.defvjp(lambda g, out, x: g / (2.0 * out))
@@ -233,25 +212,19 @@ def rsqrt_p(x):
 rsqrt_p.defvjp(lambda g, out, x: -0.5 * g * out * out * out)
 
 
-@primitive("sin", promote="float", save_inputs=True)
-def sin_p(x):
-    return np.sin(x)
+sin_p = Primitive("sin", np.sin, promote="float", save_inputs=True)
 
 
 sin_p.defvjp(lambda g, out, x: g * cos_p(x))
 
 
-@primitive("cos", promote="float", save_inputs=True)
-def cos_p(x):
-    return np.cos(x)
+cos_p = Primitive("cos", np.cos, promote="float", save_inputs=True)
 
 
 cos_p.defvjp(lambda g, out, x: -g * sin_p(x))
 
 
-@primitive("tan", promote="float", save_output=True)
-def tan_p(x):
-    return np.tan(x)
+tan_p = Primitive("tan", np.tan, promote="float", save_output=True)
 
 
 tan_p.defvjp(lambda g, out, x: g * (1.0 + out * out))
@@ -290,25 +263,19 @@ atan2_p.defvjp(lambda g, out, y, x: g * x / (x * x + y * y),
                lambda g, out, y, x: -g * y / (x * x + y * y))
 
 
-@primitive("sinh", promote="float", save_inputs=True)
-def sinh_p(x):
-    return np.sinh(x)
+sinh_p = Primitive("sinh", np.sinh, promote="float", save_inputs=True)
 
 
 sinh_p.defvjp(lambda g, out, x: g * cosh_p(x))
 
 
-@primitive("cosh", promote="float", save_inputs=True)
-def cosh_p(x):
-    return np.cosh(x)
+cosh_p = Primitive("cosh", np.cosh, promote="float", save_inputs=True)
 
 
 cosh_p.defvjp(lambda g, out, x: g * sinh_p(x))
 
 
-@primitive("tanh", promote="float", save_output=True)
-def tanh_p(x):
-    return np.tanh(x)
+tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True)
 
 
 tanh_p.defvjp(lambda g, out, x: g * (1.0 - out * out))

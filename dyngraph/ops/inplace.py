@@ -54,10 +54,9 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     if node is not None and node.saved is not None and any(a is self for a in node.saved):
         # The rule of this op reads the value being overwritten: keep a copy for it.
         stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
-        stand_in._vc = [0]
+        node.saved_data = [stand_in._data if a is self else d for a, d in zip(node.saved, node.saved_data)]
+        node.saved_versions = [0 if a is self else v for a, v in zip(node.saved, node.saved_versions)]
         node.saved = tuple(stand_in if a is self else a for a in node.saved)
-        node.saved_versions = [
-            (stand_in._vc, 0) if a is stand_in else v for a, v in zip(node.saved, node.saved_versions)]
     _write(self, res._data, op)
     bump_version(self)
     if res._rg:

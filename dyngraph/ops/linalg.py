@@ -33,8 +33,14 @@ def _fmt(shape):
 
 @primitive("matmul", save_inputs=True)
 def matmul_p(x, y):
-    _check_matmul(x, y)
-    return np.matmul(x, y)
+    if x.dtype is not y.dtype and x.dtype != y.dtype:
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != {y.dtype}")
+    try:
+        return np.matmul(x, y)
+    except ValueError:
+        _check_matmul(x, y)
+        raise
 
 
 def _sum_to(g, shape):
@@ -64,7 +70,7 @@ def _matmul_vjp_x(g, out, x, y):
     if x.ndim == 1:  # (k,) @ (..., k, m) -> (..., m)
         gx = matmul_p(y, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gx), x.shape)
-    gx = matmul_p(g, y.mT)
+    gx = g @ y.mT  # operators: NumPy directly on arrays, dyngraph ops on Tensors
     return gx if gx.shape == x.shape else _sum_to(gx, x.shape)
 
 
@@ -82,7 +88,7 @@ def _matmul_vjp_y(g, out, x, y):
     if y.ndim == 1:  # (..., n, k) @ (k,): gy = sum over ... of x^T g
         gy = matmul_p(x.mT, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gy), y.shape)
-    gy = matmul_p(x.mT, g)
+    gy = x.mT @ g
     return gy if gy.shape == y.shape else _sum_to(gy, y.shape)
 
 

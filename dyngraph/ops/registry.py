@@ -148,16 +148,13 @@ def bind(prim: Primitive, args: tuple, params: dict = EMPTY):
     """Apply ``prim`` to ``args`` (Tensors and Python numbers) with ``params``.
 
     The one entry point for every primitive call: it hands the call to the
-    innermost interpreter (graph capture installs one) or runs it eagerly.
+    innermost interpreter (graph capture installs one) or runs it eagerly --
+    compute now, and record a graph node when grad mode is on and an input
+    requires grad.  This is the hot path of the framework: keep it short.
     """
-    interp = STATE.interpreter
-    if interp is not None:
-        return interp.process(prim, args, params)
-    return eager(prim, args, params)
-
-
-def eager(prim: Primitive, args: tuple, params: dict):
-    """Compute now; record a graph node when grad mode is on and an input requires grad."""
+    state = STATE
+    if state.interpreter is not None:
+        return state.interpreter.process(prim, args, params)
     datas = []
     need = False
     for a in args:
@@ -167,14 +164,22 @@ def eager(prim: Primitive, args: tuple, params: dict):
                 need = True
         else:
             datas.append(a)
-    if prim.promote is not None:
-        datas = promote_arrays(prim, datas)
+    promote = prim.promote
+    if promote is not None:
+        # fast exits: one floating input, or two arrays of one dtype
+        if len(datas) == 1:
+            d = datas[0].dtype
+            if d.kind != "f" and (promote == "float" or d.kind == "b" and prim.name == "neg"):
+                datas = promote_arrays(prim, datas)
+        elif len(datas) != 2 or prim.promote_from or type(datas[0]) is not type(datas[1]) \
+                or datas[0].dtype is not datas[1].dtype or (promote == "float" and datas[0].dtype.kind != "f"):
+            datas = promote_arrays(prim, datas)
     try:
         out = prim.impl(*datas, **params)
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(prim, args, params, exc) from exc
-    if need and STATE.grad_enabled and prim.differentiable:
-        return record(prim, args, params, out)
+    if need and prim.differentiable and state.grad_enabled:
+        return record(prim, args, datas, params, out)
     if prim.n_outputs == 1:
         if type(out) is not np.ndarray:
             out = _as_array(out)
@@ -191,6 +196,19 @@ def eager(prim: Primitive, args: tuple, params: dict):
             _mark_view(t, args[0])
         return t
     return tuple(_wrap_plain(o) for o in out)
+
+
+def eager(prim: Primitive, args: tuple, params: dict):
+    """Run ``prim`` eagerly, bypassing any installed interpreter (for interpreters)."""
+    state = STATE
+    interp = state.interpreter
+    if interp is None:
+        return bind(prim, args, params)
+    state.interpreter = None
+    try:
+        return bind(prim, args, params)
+    finally:
+        state.interpreter = interp
 
 
 def _as_array(out):
@@ -218,8 +236,13 @@ def _mark_view(t, base):
         t._vc = vc
 
 
-def record(prim: Primitive, args: tuple, params: dict, out):
-    """Build the graph node for one primitive call and wrap its outputs."""
+def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
+    """Build the graph node for one primitive call and wrap its outputs.
+
+    ``datas`` are the (promoted) arrays the forward used; the node keeps them
+    for the rules when the primitive saves its inputs, together with the
+    inputs' version numbers so in-place changes are caught in backward.
+    """
     edges = []
     for a in args:
         if isinstance(a, Tensor) and a._rg:
@@ -227,15 +250,44 @@ def record(prim: Primitive, args: tuple, params: dict, out):
             edges.append((a, 0) if fn is None else (fn, a._nr))
         else:
             edges.append(None)
-    for i in prim.nondiff_argnums:
-        edges[i] = None
-    node = Node(prim, params, tuple(edges))
+    if prim.nondiff_argnums:
+        for i in prim.nondiff_argnums:
+            edges[i] = None
+    # Node.__init__ spelled out: this runs once per recorded op.
+    node = _new(Node)
+    node.prim = prim
+    node.params = params
+    node.edges = edges
+    node.n_out = 1
+    node.out = None
+    node.in_meta = None
     if prim.save_inputs:
         node.saved = args
-        node.saved_versions = _versions(args)
+        node.saved_data = datas
+        versions = []
+        for a in args:
+            if isinstance(a, Tensor):
+                vc = a._vc
+                versions.append(0 if vc is None else vc[0])
+            else:
+                versions.append(None)
+        node.saved_versions = versions
+    else:
+        node.saved = None
+        node.saved_data = None
+        node.saved_versions = None
     if prim.meta:
-        node.in_meta = tuple(
-            Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None for a in args)
+        node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
+                        for a in args]
+    elif prim.broadcasts:
+        # gradients need fitting only where an input's shape or dtype differs from the output's
+        oshape = out.shape
+        odt = out.dtype
+        for a in datas:
+            if type(a) is not np.ndarray or a.shape != oshape or a.dtype is not odt:
+                node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
+                                for a in args]
+                break
     if STATE.anomaly:
         from ..autograd.anomaly import capture_stack  # noqa: PLC0415
 
@@ -244,7 +296,15 @@ def record(prim: Primitive, args: tuple, params: dict, out):
         if type(out) is not np.ndarray:
             out = _as_array(out)
         floating = out.dtype.kind == "f"
-        t = Tensor._make(out, floating, node if floating else None, 0)
+        t = _new(Tensor)
+        t._data = out
+        t._rg = floating
+        t._fn = node if floating else None
+        t._nr = 0
+        t._grad = None
+        t._vc = None
+        t._base = None
+        t._hooks = None
         if prim.save_output:
             node.out = out
             t._vc = node.out_vc = [0]
@@ -260,19 +320,6 @@ def record(prim: Primitive, args: tuple, params: dict, out):
         Tensor._make(o, o.dtype.kind == "f", node if o.dtype.kind == "f" else None, i)
         for i, o in enumerate(outs))
     return result
-
-
-def _versions(args):
-    vs = []
-    for a in args:
-        if isinstance(a, Tensor):
-            vc = a._vc
-            if vc is None:
-                vc = a._vc = [0]
-            vs.append((vc, vc[0]))
-        else:
-            vs.append(None)
-    return vs
 
 
 def promote_arrays(prim: Primitive, datas: list) -> list:
