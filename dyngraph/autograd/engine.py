@@ -27,6 +27,8 @@ from .graph import FREED, Node
 __all__ = ["run_backward"]
 
 
+
+
 def _vertex(t):
     """(vertex, output_nr) where gradient for tensor ``t`` arrives."""
     fn = t._fn
@@ -87,6 +89,9 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
     STATE.grad_enabled = bool(create_graph)
     try:
         ready = [v for v in root_vertices if deps.get(v, 0) == 0]
+        # The common case -- plain backward() on arrays, no hooks, no anomaly mode --
+        # takes the inlined fast path below; everything else goes through _run_node.
+        plain = not create_graph and targets is None and not STATE.anomaly
         while ready:
             v = ready.pop()
             g = buffers.pop(v, None)
@@ -94,6 +99,66 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                 _finish_leaf(v, g, create_graph, targets, captured, accumulate, target_leaf_only)
                 continue
             node = v
+            prim = node.prim
+            rules = prim.vjp_rules
+            if plain and rules is not None and not node.special and node.n_out == 1 and g is not None:
+                edges = node.edges
+                saved = node.saved
+                if saved is not None:
+                    if saved is FREED:
+                        _run_node(node, g, False, retain_graph, None)  # raises the freed-graph error
+                    versions = node.saved_versions
+                    i = 0
+                    for a in saved:
+                        ver = versions[i]
+                        if ver is not None:
+                            vc = a._vc
+                            if vc is not None and vc[0] != ver:
+                                raise _saved_error(node, "input", i, a, ver, vc[0])
+                        i += 1
+                    inputs = node.saved_data
+                else:
+                    inputs = node.in_meta or (None,) * len(edges)
+                out = node.out
+                if out is not None and node.out_vc[0] != 0:
+                    raise _saved_error(node, "output", 0, out, 0, node.out_vc[0])
+                meta = node.in_meta if prim.broadcasts else None
+                params = node.params
+                i = -1
+                for e in edges:
+                    i += 1
+                    if e is None:
+                        continue
+                    child = e[0]
+                    rule = rules[i] if i < len(rules) else None
+                    if rule is None:
+                        raise NotImplementedError(
+                            f"the derivative of '{prim.name}' with respect to argument {i} is "
+                            "not implemented")
+                    gi = rule(g, out, *inputs, **params)
+                    if gi is not None:
+                        if type(gi) is not np.ndarray:
+                            gi = _as_array(gi)
+                        if meta is not None and meta[i] is not None:
+                            gi = _fit(gi, meta[i], False)
+                        if type(child) is Node and child.n_out != 1:
+                            _add_to_buffer(buffers, child, e[1], gi)
+                        else:
+                            old = buffers.get(child)
+                            if old is None:
+                                buffers[child] = gi
+                            else:
+                                gi = old + gi
+                                buffers[child] = np.asarray(gi) if isinstance(gi, np.generic) else gi
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if left == 0:
+                        ready.append(child)
+                if not retain_graph and (saved is not None or out is not None):
+                    node.saved = FREED
+                    node.saved_data = None
+                    node.out = None
+                continue
             if node.pre_hooks is not None or node.retained is not None:
                 g = _run_pre_hooks(node, g, create_graph)
             if targets is not None and captured is not None:
@@ -148,18 +213,19 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
 def _discover(root_vertices, targets):
     """Count incoming edges per vertex; with targets, also the set of needed vertices."""
     if targets is None:
-        deps = {}
+        # deps doubles as the visited set: a vertex is pushed when first seen
+        deps = dict.fromkeys(root_vertices, 0)
         stack = list(root_vertices)
-        seen = set(root_vertices)
         while stack:
             v = stack.pop()
             if type(v) is Node:
                 for e in v.edges:
                     if e is not None:
                         c = e[0]
-                        deps[c] = deps.get(c, 0) + 1
-                        if c not in seen:
-                            seen.add(c)
+                        if c in deps:
+                            deps[c] += 1
+                        else:
+                            deps[c] = 1
                             stack.append(c)
         return deps, None
 
@@ -362,6 +428,7 @@ def _run_node(node, g, create_graph, retain_graph, needed):
         check_grads(node, grads)
     if not retain_graph and (saved is not None or node.out is not None):
         node.saved = FREED
+        node.saved_data = None
         node.out = None
     return grads
 
@@ -454,6 +521,7 @@ def _fill_missing(node, g, create_graph):
 
 
 def retain_grad_ref(node, nr, t):
+    node.special = True
     if node.retained is None:
         node.retained = {}
     node.retained[nr] = weakref.ref(t)

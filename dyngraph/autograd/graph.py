@@ -24,6 +24,7 @@ class Node:
     __slots__ = ("prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
                  "in_meta", "n_out", "__dict__", "__weakref__")
 
+    special = False  # set when hooks / retain_grad / custom backward need the engine's slow path
     out_vc = None
     out_meta = None
     pre_hooks = None
@@ -72,6 +73,7 @@ class Node:
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node computed its input grads."""
+        self.special = True
         if self.post_hooks is None:
             self.post_hooks = []
         self.post_hooks.append(fn)
@@ -82,6 +84,7 @@ class Node:
         return self._add_pre_hook(-1, fn)
 
     def _add_pre_hook(self, output_nr: int, fn):
+        self.special = True
         if self.pre_hooks is None:
             self.pre_hooks = {}
         hooks = self.pre_hooks.setdefault(output_nr, [])
