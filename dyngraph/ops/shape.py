@@ -10,10 +10,17 @@ import numpy as np
 
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
-from ._util import install
+from ._util import install, normalize_dims
 from .registry import bind, primitive
 
-__all__ = ["reshape", "expand", "broadcast_to", "permute", "transpose", "swapaxes", "t"]
+__all__ = [
+    "reshape", "expand", "broadcast_to", "permute", "transpose", "swapaxes", "swapdims", "t",
+    "squeeze", "unsqueeze", "flatten", "unflatten", "ravel", "cat", "concat", "concatenate",
+    "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack", "split", "chunk", "unbind",
+    "tensor_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll", "tile",
+    "repeat_interleave", "pad", "clone", "movedim", "moveaxis", "narrow", "select", "meshgrid",
+    "atleast_1d", "atleast_2d", "atleast_3d",
+]
 
 
 def _infer_shape(shape, numel: int, op: str) -> tuple:
@@ -152,7 +159,36 @@ def t(input):  # noqa: A002
     return transpose(input, 0, 1) if input._data.ndim == 2 else _alias(input)
 
 
+# ---------------------------------------------------------------------------
+# views built on reshape / permute / getitem
+# ---------------------------------------------------------------------------
+
 def _reshape_method(self, *shape):
+    return reshape(self, *shape)
+
+
+def _view_method(self, *shape):
+    """``x.view(*shape)`` (a view; PyTorch's error when the strides do not allow one) or
+    ``x.view(dtype)`` (reinterpret the bytes, not differentiable)."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list, Size, np.integer)):
+        from .. import dtypes as _dt  # noqa: PLC0415
+
+        np_dt = _dt.to_numpy_dtype(shape[0])
+        if np_dt == self._data.dtype:
+            return _alias(self)
+        if self._data.ndim == 0 and np_dt.itemsize != self._data.itemsize:
+            raise RuntimeError("self.dim() cannot be 0 to view a tensor as a dtype of different size")
+        return Tensor._make(self._data.view(np_dt), False, None, 0)
+    if not self._data.flags.c_contiguous and self._data.size > 1:
+        target = _infer_shape(_shape_args(shape), self._data.size, "view")
+        try:
+            self._data.reshape(target, copy=False)
+        except ValueError:
+            raise RuntimeError(
+                f"view size is not compatible with input tensor's size and stride (at least one "
+                f"dimension spans across two contiguous subspaces): tensor of shape "
+                f"{list(self.shape)} with strides {list(self.stride())} cannot be viewed as "
+                f"{list(target)}. Use .reshape(...) instead.") from None
     return reshape(self, *shape)
 
 
@@ -167,11 +203,802 @@ def _mT(self):  # noqa: N802
     return transpose(self, -2, -1)
 
 
+def squeeze(input, dim=None):  # noqa: A002
+    """Remove dimensions of size 1 (all of them, or those in ``dim``: an int or a tuple).
+
+    >>> dg.zeros(2, 1, 3).squeeze(1).shape
+    dyngraph.Size([2, 3])
+    """
+    shape = input._data.shape
+    if dim is None:
+        new = tuple(s for s in shape if s != 1)
+    else:
+        dims = normalize_dims(dim, len(shape), "squeeze")
+        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+    return bind(reshape_p, (input,), {"shape": new})
+
+
+def unsqueeze(input, dim: int):  # noqa: A002
+    """Insert a dimension of size 1 at ``dim`` (``-1`` appends).
+
+    >>> dg.zeros(2, 3).unsqueeze(-1).shape
+    dyngraph.Size([2, 3, 1])
+    """
+    shape = input._data.shape
+    d = _wrap_dim(dim, len(shape) + 1, "unsqueeze")
+    return bind(reshape_p, (input,), {"shape": shape[:d] + (1,) + shape[d:]})
+
+
+def flatten(input, start_dim: int = 0, end_dim: int = -1):  # noqa: A002
+    """Merge dimensions ``start_dim..end_dim`` into one (a 0-d tensor becomes 1-d).
+
+    >>> dg.zeros(2, 3, 4).flatten(1).shape
+    dyngraph.Size([2, 12])
+    """
+    shape = input._data.shape
+    if not shape:
+        return bind(reshape_p, (input,), {"shape": (1,)})
+    s = _wrap_dim(start_dim, len(shape), "flatten")
+    e = _wrap_dim(end_dim, len(shape), "flatten")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    n = 1
+    for v in shape[s:e + 1]:
+        n *= v
+    return bind(reshape_p, (input,), {"shape": shape[:s] + (n,) + shape[e + 1:]})
+
+
+def ravel(input):  # noqa: A002
+    """The elements as a 1-D tensor."""
+    return bind(reshape_p, (input,), {"shape": (input._data.size,)})
+
+
+def unflatten(input, dim: int, sizes):  # noqa: A002
+    """Split dimension ``dim`` into ``sizes`` (one entry may be -1).
+
+    >>> dg.zeros(2, 12).unflatten(1, (3, 4)).shape
+    dyngraph.Size([2, 3, 4])
+    """
+    shape = input._data.shape
+    d = _wrap_dim(dim, len(shape), "unflatten")
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    try:
+        inner = _infer_shape(sizes, shape[d], "unflatten")
+    except RuntimeError:
+        raise RuntimeError(
+            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+            f"({shape[d]}) in the input tensor") from None
+    return bind(reshape_p, (input,), {"shape": shape[:d] + inner + shape[d + 1:]})
+
+
+def movedim(input, source, destination):  # noqa: A002
+    """Move dimension(s) ``source`` to position(s) ``destination`` (a view)."""
+    n = input._data.ndim
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain the "
+            f"same number of dims as destination ({list(dst)} dims)")
+    src = tuple(_wrap_dim(d, n, "movedim") for d in src)
+    dst = tuple(_wrap_dim(d, n, "movedim") for d in dst)
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise RuntimeError(f"movedim: repeated dim in source {list(src)} or destination {list(dst)}")
+    if n == 0:
+        return _alias(input)
+    order = [None] * n
+    for s, d in zip(src, dst, strict=True):
+        order[d] = s
+    rest = iter(i for i in range(n) if i not in src)
+    order = tuple(o if o is not None else next(rest) for o in order)
+    return bind(permute_p, (input,), {"dims": order})
+
+
+moveaxis = movedim
+
+
+def _getitem_p():
+    from .indexing import getitem_p  # noqa: PLC0415
+
+    return getitem_p
+
+
+def narrow(input, dim: int, start, length: int):  # noqa: A002
+    """The slice ``start:start+length`` of dimension ``dim`` (a view)."""
+    shape = input._data.shape
+    if not shape:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, len(shape), "narrow")
+    start = int(start.item()) if isinstance(start, Tensor) else int(start)
+    n = shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"narrow(): start ({start}) is out of bounds for dimension {d} with size {n}")
+    if start < 0:
+        start += n
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return bind(_getitem_p(), (input,), {"index": ((None, None, None),) * d + ((start, start + length, None),)})
+
+
+def select(input, dim: int, index: int):  # noqa: A002
+    """The slice at position ``index`` of dimension ``dim``, which is removed (a view)."""
+    shape = input._data.shape
+    if not shape:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, len(shape), "select")
+    index = int(index)
+    if not -shape[d] <= index < shape[d]:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(shape)} at dimension {d}")
+    return bind(_getitem_p(), (input,), {"index": ((None, None, None),) * d + (index,)})
+
+
+def atleast_1d(*tensors):
+    """Each tensor with at least 1 dimension (0-d becomes shape ``(1,)``)."""
+    return _atleast(tensors, lambda s: (1,) if not s else s)
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least 2 dimensions (``(n,)`` becomes ``(1, n)``)."""
+    return _atleast(tensors, lambda s: (1, 1) if not s else ((1,) + s if len(s) == 1 else s))
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least 3 dimensions (``(n,)`` -> ``(1, n, 1)``, ``(m, n)`` -> ``(m, n, 1)``)."""
+    def grow(s):
+        if len(s) == 0:
+            return (1, 1, 1)
+        if len(s) == 1:
+            return (1, s[0], 1)
+        if len(s) == 2:
+            return s + (1,)
+        return s
+
+    return _atleast(tensors, grow)
+
+
+def _atleast(tensors, grow):
+    single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    out = []
+    for x in tensors:
+        s = x._data.shape
+        g = grow(s)
+        out.append(x if g == s else bind(reshape_p, (x,), {"shape": g}))
+    return out[0] if single else tuple(out)
+
+
+def meshgrid(*tensors, indexing: str | None = None):
+    """Coordinate grids from 1-D tensors (``indexing='ij'``, the default, or ``'xy'``).
+
+    >>> a, b = dg.meshgrid(dg.tensor([1, 2]), dg.tensor([3, 4, 5]), indexing="ij")
+    >>> a.shape
+    dyngraph.Size([2, 3])
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    indexing = indexing or "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    for k, t_ in enumerate(tensors):
+        if t_._data.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: "
+                               f"tensor {k} of shape {list(t_.shape)}")
+    sizes = [t_._data.size for t_ in tensors]
+    axes = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+        axes[0], axes[1] = 1, 0
+    out = []
+    for t_, ax in zip(tensors, axes, strict=True):
+        shape = [1] * len(tensors)
+        shape[ax] = t_._data.size
+        r = bind(reshape_p, (t_,), {"shape": tuple(shape)})
+        out.append(bind(expand_p, (r,), {"shape": tuple(sizes)}))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# cat / stack / split / unbind
+# ---------------------------------------------------------------------------
+
+@primitive("cat", promote="same", meta=True)
+def cat_p(*xs, dim=0):
+    """Concatenate arrays along ``dim`` (inputs already promoted to one dtype)."""
+    return np.concatenate(xs, axis=dim)
+
+
+def _cast_back(g, dtype):
+    if g.dtype == dtype:
+        return g
+    from .elementwise import cast_p  # noqa: PLC0415
+
+    return cast_p(g, dtype=dtype)
+
+
+def _cat_vjp(argnum, g, out, *xs, dim=0):
+    start = 0
+    for x in xs[:argnum]:
+        start += x.shape[dim]
+    stop = start + xs[argnum].shape[dim]
+    gi = _getitem_p()(g, index=((None, None, None),) * dim + ((start, stop, None),))
+    return _cast_back(gi, xs[argnum].dtype)
+
+
+cat_p.defvjp_argnum(_cat_vjp)
+
+
+def _tensor_list(tensors, op):
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not Tensor")
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+    for k, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{op}(): expected Tensor as element {k} in argument 0, but got "
+                            f"{type(x).__name__}")
+    return tensors
+
+
+def cat(tensors, dim: int = 0, *, axis=None):
+    """Concatenate along an existing dimension; dtypes are promoted like PyTorch.
+
+    >>> dg.cat([dg.zeros(2, 3), dg.ones(1, 3)]).shape
+    dyngraph.Size([3, 3])
+    """
+    if axis is not None:
+        dim = axis
+    tensors = _tensor_list(tensors, "cat")
+    # legacy: 1-D empty tensors are skipped when concatenating other shapes
+    full = [x for x in tensors if not (x._data.ndim == 1 and x._data.shape[0] == 0)]
+    if full and len(full) != len(tensors):
+        tensors = full
+    ref = tensors[0]._data
+    if ref.ndim == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = _wrap_dim(dim, ref.ndim, "cat")
+    for k, x in enumerate(tensors):
+        s = x._data.shape
+        if len(s) != ref.ndim:
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {ref.ndim} and {len(s)} "
+                f"(tensor 0 has shape {list(ref.shape)}, tensor {k} has shape {list(s)})")
+        for i in range(ref.ndim):
+            if i != d and s[i] != ref.shape[i]:
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{ref.shape[i]} but got size {s[i]} for tensor number {k} in the list "
+                    f"(shapes: {[list(x._data.shape) for x in tensors]}).")
+    if len(tensors) == 1:
+        return bind(cat_p, (tensors[0],), {"dim": d})
+    return bind(cat_p, tuple(tensors), {"dim": d})
+
+
+concat = cat
+
+
+def concatenate(tensors, axis: int = 0, dim=None):
+    return cat(tensors, axis if dim is None else dim)
+
+
+@primitive("stack", promote="same", meta=True)
+def stack_p(*xs, dim=0):
+    """Stack same-shape arrays along a new dimension ``dim``."""
+    return np.stack(xs, axis=dim)
+
+
+def _stack_vjp(argnum, g, out, *xs, dim=0):
+    gi = _getitem_p()(g, index=((None, None, None),) * dim + (argnum,))
+    return _cast_back(gi, xs[argnum].dtype)
+
+
+stack_p.defvjp_argnum(_stack_vjp)
+
+
+def stack(tensors, dim: int = 0):
+    """Join same-shape tensors along a new dimension.
+
+    >>> dg.stack([dg.zeros(3), dg.ones(3)], dim=1).shape
+    dyngraph.Size([3, 2])
+    """
+    tensors = _tensor_list(tensors, "stack")
+    ref = tensors[0]._data.shape
+    for k, x in enumerate(tensors):
+        if x._data.shape != ref:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(ref)} at entry 0 and "
+                f"{list(x._data.shape)} at entry {k}")
+    d = _wrap_dim(dim, len(ref) + 1, "stack")
+    return bind(stack_p, tuple(tensors), {"dim": d})
+
+
+def hstack(tensors):
+    """Concatenate column-wise (1-D tensors end to end)."""
+    tensors = atleast_1d(*_tensor_list(tensors, "hstack"))
+    tensors = tensors if isinstance(tensors, tuple) else (tensors,)
+    return cat(tensors, 0 if tensors[0]._data.ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """Concatenate row-wise (1-D tensors become rows)."""
+    tensors = atleast_2d(*_tensor_list(tensors, "vstack"))
+    return cat(tensors if isinstance(tensors, tuple) else (tensors,), 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors):
+    """Concatenate along the third dimension (after ``atleast_3d``)."""
+    tensors = atleast_3d(*_tensor_list(tensors, "dstack"))
+    return cat(tensors if isinstance(tensors, tuple) else (tensors,), 2)
+
+
+def column_stack(tensors):
+    """Stack 0-d/1-d tensors as columns and concatenate 2-D ones along dim 1."""
+    cols = []
+    for x in _tensor_list(tensors, "column_stack"):
+        cols.append(bind(reshape_p, (x,), {"shape": (x._data.size, 1)}) if x._data.ndim <= 1 else x)
+    return cat(cols, 1)
+
+
+@primitive("split", n_outputs=-1)
+def split_p(x, sizes=(), dim=0):
+    """Split along ``dim`` into pieces of the given sizes (views of ``x``)."""
+    cuts = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, cuts, axis=dim))
+
+
+split_p.defvjp(lambda g, out, x, sizes=(), dim=0: cat_p(*g, dim=dim))
+
+
+def _mark_views(outs, base):
+    from .registry import _mark_view  # noqa: PLC0415
+
+    for o in outs:
+        if type(o) is Tensor:
+            _mark_view(o, base)
+    return outs
+
+
+def _split_sizes(sizes, input, d, op):  # noqa: A002
+    sizes = tuple(int(s) for s in sizes)
+    n = input._data.shape[d]
+    if sum(sizes) != n or any(s < 0 for s in sizes):
+        raise RuntimeError(
+            f"{op}: split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+            f"dimension {d}), but got split_sizes={list(sizes)}")
+    return sizes
+
+
+def split(tensor, split_size_or_sections, dim: int = 0):
+    """Split into pieces of ``split_size`` (the last may be smaller) or of the listed sizes.
+
+    >>> [p.shape[0] for p in dg.arange(5).split(2)]
+    [2, 2, 1]
+    """
+    if tensor._data.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, tensor._data.ndim, "split")
+    n = tensor._data.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size < 0 or (size == 0 and n != 0):
+            raise RuntimeError(f"split: split_size can only be 0 if dimension size is 0, but got "
+                               f"split_size={size} for dimension {d} of size {n}")
+        sizes = (size,) * (n // size) + ((n % size,) if n % size else ()) if size else (0,)
+    else:
+        sizes = _split_sizes(split_size_or_sections, tensor, d, "split")
+    return _mark_views(bind(split_p, (tensor,), {"sizes": sizes, "dim": d}), tensor)
+
+
+def chunk(input, chunks: int, dim: int = 0):  # noqa: A002
+    """Split into ``chunks`` pieces of ``ceil(n / chunks)`` (fewer when they run out)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    if input._data.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, input._data.ndim, "chunk")
+    n = input._data.shape[d]
+    size = -(-n // chunks)
+    if size == 0:
+        return split(input, (0,) * chunks if n == 0 else (), d) if n == 0 else ()
+    return split(input, size, d)
+
+
+def tensor_split(input, indices_or_sections, dim: int = 0):  # noqa: A002
+    """Split into ``n`` nearly equal pieces, or at the given indices (like ``np.array_split``)."""
+    if input._data.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    d = _wrap_dim(dim, input._data.ndim, "tensor_split")
+    n = input._data.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        ios = ios.item() if ios._data.ndim == 0 else ios.tolist()
+    if isinstance(ios, (int, np.integer)):
+        k = int(ios)
+        if k <= 0:
+            raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got {k}")
+        q, r = divmod(n, k)
+        sizes = tuple(q + 1 if i < r else q for i in range(k))
+    else:
+        bounds = [0]
+        for i in ios:
+            i = int(i)
+            i = i + n if i < 0 else i
+            bounds.append(min(max(i, bounds[-1]), n))
+        bounds.append(n)
+        sizes = tuple(b - a for a, b in zip(bounds[:-1], bounds[1:], strict=False))
+    return _mark_views(bind(split_p, (input,), {"sizes": sizes, "dim": d}), input)
+
+
+def hsplit(input, indices_or_sections):  # noqa: A002
+    return tensor_split(input, indices_or_sections, 1 if input._data.ndim > 1 else 0)
+
+
+def vsplit(input, indices_or_sections):  # noqa: A002
+    return tensor_split(input, indices_or_sections, 0)
+
+
+@primitive("unbind", meta=True, n_outputs=-1)
+def unbind_p(x, dim=0):
+    """The slices of ``x`` along ``dim`` (views), dimension removed."""
+    pre = (slice(None),) * dim
+    return tuple(x[pre + (i, Ellipsis)] for i in range(x.shape[dim]))
+
+
+unbind_p.defvjp(lambda g, out, x, dim=0: stack_p(*g, dim=dim))
+
+
+def unbind(input, dim: int = 0):  # noqa: A002
+    """The slices along ``dim`` as a tuple, with that dimension removed."""
+    if input._data.ndim == 0:
+        raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, input._data.ndim, "unbind")
+    return _mark_views(bind(unbind_p, (input,), {"dim": d}), input)
+
+
+# ---------------------------------------------------------------------------
+# copies: flip, roll, repeat/tile, repeat_interleave, pad, clone
+# ---------------------------------------------------------------------------
+
+@primitive("flip")
+def flip_p(x, dims=()):
+    """``x`` reversed along ``dims`` (a copy, as in PyTorch)."""
+    return np.flip(x, dims).copy() if dims else x.copy()
+
+
+flip_p.defvjp(lambda g, out, x, dims=(): flip_p(g, dims=dims))
+
+
+def flip(input, dims):  # noqa: A002
+    """Reverse the order of elements along ``dims``.
+
+    >>> dg.tensor([1, 2, 3]).flip(0)
+    tensor([3, 2, 1])
+    """
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    nd = input._data.ndim
+    w = tuple(_wrap_dim(d, nd, "flip") for d in dims)
+    if len(set(w)) != len(w):
+        raise RuntimeError(f"flip: dim {list(dims)} appears multiple times in the list of dims")
+    if nd == 0:
+        w = ()
+    return bind(flip_p, (input,), {"dims": w})
+
+
+def fliplr(input):  # noqa: A002
+    """Reverse the columns (dimension 1); needs at least 2 dimensions."""
+    if input._data.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(input, (1,))
+
+
+def flipud(input):  # noqa: A002
+    """Reverse the rows (dimension 0); needs at least 1 dimension."""
+    if input._data.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(input, (0,))
+
+
+@primitive("roll")
+def roll_p(x, shifts=(), dims=None):
+    """``x`` rolled by ``shifts`` along ``dims`` (flattened first when ``dims`` is None)."""
+    if dims is None:
+        return np.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
+    return np.roll(x, shifts, axis=dims)
+
+
+roll_p.defvjp(lambda g, out, x, shifts=(), dims=None: roll_p(g, shifts=tuple(-s for s in shifts), dims=dims))
+
+
+def roll(input, shifts, dims=None):  # noqa: A002
+    """Roll elements along ``dims`` (or over the flattened tensor when ``dims`` is None).
+
+    >>> dg.tensor([1, 2, 3, 4]).roll(1)
+    tensor([4, 1, 2, 3])
+    """
+    shifts = (int(shifts),) if isinstance(shifts, (int, np.integer)) else tuple(int(s) for s in shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
+        return bind(roll_p, (input,), {"shifts": shifts, "dims": None})
+    dims = (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(int(d) for d in dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    nd = input._data.ndim
+    dims = tuple(_wrap_dim(d, nd, "roll") for d in dims)
+    if nd == 0:
+        return bind(roll_p, (input,), {"shifts": shifts[:1], "dims": None})
+    return bind(roll_p, (input,), {"shifts": shifts, "dims": dims})
+
+
+@primitive("repeat", meta=True)
+def repeat_p(x, repeats=()):
+    """``x`` tiled ``repeats`` times per dimension (``len(repeats) >= x.ndim``)."""
+    return np.tile(x, repeats) if repeats else x.copy()
+
+
+def _repeat_vjp(g, out, x, repeats=()):
+    from .reduction import sum_p  # noqa: PLC0415
+
+    xs = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
+    inter = []
+    for r, s in zip(repeats, xs, strict=True):
+        inter += [r, s]
+    gi = reshape_p(g, shape=tuple(inter))
+    gi = sum_p(gi, dim=tuple(range(0, 2 * len(repeats), 2)))
+    return reshape_p(gi, shape=tuple(x.shape))
+
+
+repeat_p.defvjp(_repeat_vjp)
+
+
+def _repeat_method(self, *sizes):
+    """Tile the tensor: ``x.repeat(2, 1)`` (``len(sizes) >= x.dim()``)."""
+    sizes = _shape_args(sizes)
+    if len(sizes) < self._data.ndim:
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor "
+            f"(repeat dims {list(sizes)}, tensor shape {list(self.shape)})")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: repeat dims {list(sizes)}")
+    return bind(repeat_p, (self,), {"repeats": sizes})
+
+
+def tile(input, dims):  # noqa: A002
+    """Like ``repeat`` but ``dims`` may be shorter than ``input.ndim`` (padded with ones)."""
+    dims = (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(int(d) for d in dims)
+    if len(dims) < input._data.ndim:
+        dims = (1,) * (input._data.ndim - len(dims)) + dims
+    return _repeat_method(input, dims)
+
+
+@primitive("repeat_interleave", meta=True, save_inputs=True, nondiff_argnums=(1,))
+def repeat_interleave_p(x, repeats, dim=0):
+    """Each slice of ``x`` along ``dim`` repeated ``repeats`` times (an int or one count per slice)."""
+    return np.repeat(x, repeats, axis=dim)
+
+
+def _repeat_interleave_vjp(g, out, x, repeats, dim=0):
+    from .indexing import index_select_backward_p  # noqa: PLC0415
+
+    r = repeats._data if isinstance(repeats, Tensor) else repeats
+    n = x.shape[dim]
+    idx = np.repeat(np.arange(n), r)
+    return index_select_backward_p(g, idx, shape=tuple(x.shape), dim=dim)
+
+
+repeat_interleave_p.defvjp(_repeat_interleave_vjp, None)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
+    """Repeat each element (or each slice along ``dim``) ``repeats`` times.
+
+    >>> dg.tensor([1, 2]).repeat_interleave(2)
+    tensor([1, 1, 2, 2])
+    >>> dg.repeat_interleave(dg.tensor([2, 1]))     # indices repeated by counts
+    tensor([0, 0, 1])
+    """
+    if repeats is None:
+        counts = input
+        idx = Tensor._make(np.arange(counts._data.size, dtype=np.int64), False, None, 0)
+        return repeat_interleave(idx, counts, 0)
+    if dim is None:
+        input = bind(reshape_p, (input,), {"shape": (input._data.size,)})
+        d = 0
+    else:
+        d = _wrap_dim(dim, input._data.ndim, "repeat_interleave")
+    if input._data.ndim == 0:
+        input = bind(reshape_p, (input,), {"shape": (1,)})
+    if isinstance(repeats, Tensor):
+        r = repeats._data
+        if r.ndim > 1:
+            raise RuntimeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
+        if r.size and int(r.min()) < 0:
+            raise RuntimeError("repeat_interleave: repeats can not be negative")
+        if r.ndim == 1 and r.size not in (1, input._data.shape[d]):
+            raise RuntimeError(
+                f"repeat_interleave: repeats must have the same size as input along dim, but got "
+                f"repeats.size(0) = {r.size} and input.size({d}) = {input._data.shape[d]}")
+        if r.ndim == 0 or r.size == 1:
+            repeats = int(r.reshape(-1)[0])
+    elif int(repeats) < 0:
+        raise RuntimeError("repeat_interleave: repeats can not be negative")
+    else:
+        repeats = int(repeats)
+    return bind(repeat_interleave_p, (input, repeats), {"dim": d})
+
+
+def _pad_map(n, lo, hi, mode):
+    src = np.arange(-lo, n + hi)
+    if mode == "reflect":
+        src = np.abs(src)
+        src = np.where(src > n - 1, 2 * (n - 1) - src, src)
+    elif mode == "replicate":
+        src = np.clip(src, 0, n - 1)
+    elif mode == "circular":
+        src = np.mod(src, n)
+    return src
+
+
+@primitive("pad", meta=True)
+def pad_p(x, pad=(), mode="constant", value=0.0):
+    """``x`` padded; ``pad`` pairs start from the last dimension (PyTorch's order)."""
+    nd = x.ndim
+    pairs = [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        crop = [slice(None)] * nd
+        widths = [(0, 0)] * nd
+        for i, (lo, hi) in enumerate(pairs):
+            d = nd - 1 - i
+            crop[d] = slice(max(-lo, 0), x.shape[d] - max(-hi, 0))
+            widths[d] = (max(lo, 0), max(hi, 0))
+        return np.pad(x[tuple(crop)], widths, mode="constant", constant_values=value)
+    out = x
+    for i, (lo, hi) in enumerate(pairs):
+        d = nd - 1 - i
+        out = np.take(out, _pad_map(x.shape[d], lo, hi, mode), axis=d)
+    return out
+
+
+@primitive("pad_backward")
+def pad_backward_p(g, shape=(), pad=(), mode="reflect"):
+    """Gradient of a non-constant pad: each output position adds into its source."""
+    nd = len(shape)
+    pairs = [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    cur = g
+    for i in reversed(range(len(pairs))):
+        d = nd - 1 - i
+        lo, hi = pairs[i]
+        tgt = list(cur.shape)
+        tgt[d] = shape[d]
+        z = np.zeros(tgt, g.dtype)
+        np.add.at(z, (slice(None),) * d + (_pad_map(shape[d], lo, hi, mode),), cur)
+        cur = z
+    return cur
+
+
+def _pad_vjp(g, out, x, pad=(), mode="constant", value=0.0):
+    if mode == "constant":
+        return pad_p(g, pad=tuple(-p for p in pad), mode="constant", value=0.0)
+    return pad_backward_p(g, shape=tuple(x.shape), pad=pad, mode=mode)
+
+
+pad_p.defvjp(_pad_vjp)
+pad_backward_p.defvjp(lambda g, out, gx, shape=(), pad=(), mode="reflect": pad_p(g, pad=pad, mode=mode))
+
+
+def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002
+    """Pad ``input``; ``pad = (left, right, top, bottom, ...)`` starts from the last dimension.
+
+    ``mode``: ``"constant"`` (``value``, default 0; negative pads crop), ``"reflect"``,
+    ``"replicate"`` or ``"circular"`` (PyTorch's shape rules for those).
+
+    >>> dg.pad(dg.ones(2, 2), (1, 1)).shape
+    dyngraph.Size([2, 4])
+    """
+    pad = tuple(int(p) for p in pad)
+    nd = input._data.ndim
+    shape = input._data.shape
+    if len(pad) % 2:
+        raise RuntimeError(f"pad: Padding length must be divisible by 2 (got {len(pad)})")
+    if len(pad) // 2 > nd:
+        raise RuntimeError(f"pad: Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension {nd}")
+    if mode == "constant":
+        for i in range(len(pad) // 2):
+            d = nd - 1 - i
+            if shape[d] + pad[2 * i] + pad[2 * i + 1] < 0:
+                raise RuntimeError(
+                    f"pad: The input size {shape[d]}, plus negative padding {pad[2 * i]} and "
+                    f"{pad[2 * i + 1]} resulted in a negative output size, which is invalid. Check "
+                    f"dimension {d} of your input.")
+        v = 0.0 if value is None else value
+        if isinstance(v, Tensor):
+            v = v.item()
+        return bind(pad_p, (input,), {"pad": pad, "mode": "constant", "value": v})
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: unsupported padding mode {mode!r} (use constant, reflect, "
+                                  "replicate or circular)")
+    if value not in (None, 0, 0.0):
+        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    k = len(pad) // 2
+    if not (1 <= k <= 3 and nd in (k + 1, k + 2)):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {nd}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    for i in range(k):
+        n = shape[nd - 1 - i]
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, but "
+                f"got: padding ({lo}, {hi}) at dimension {nd - 1 - i} of input {list(shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError(
+                f"Padding value causes wrapping around more than once (padding ({lo}, {hi}) at dimension "
+                f"{nd - 1 - i} of input {list(shape)})")
+        if n == 0:
+            raise RuntimeError(f"pad: {mode} padding of an empty dimension {nd - 1 - i} (input {list(shape)})")
+    return bind(pad_p, (input,), {"pad": pad, "mode": mode})
+
+
+@primitive("clone")
+def clone_p(x):
+    """A copy of ``x`` (C-contiguous)."""
+    return np.array(x, copy=True, order="C")
+
+
+clone_p.defvjp(lambda g, out, x: g)
+
+
+def clone(input, *, memory_format=None):  # noqa: A002
+    """A copy that is part of the graph (gradients flow back to ``input``)."""
+    return bind(clone_p, (input,))
+
+
+def _contiguous(self, memory_format=None):
+    """``self`` when already C-contiguous, else a contiguous copy."""
+    if self._data.flags.c_contiguous:
+        return self
+    return bind(clone_p, (self,))
+
+
+def _m(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _split_method(self, split_size, dim=0):
+    return split(self, split_size, dim)
+
+
 install({
-    "reshape": _reshape_method, "view": _reshape_method, "expand": expand,
+    "reshape": _reshape_method, "view": _view_method, "expand": expand,
     "expand_as": expand_as, "broadcast_to": broadcast_to, "permute": permute,
     "transpose": transpose, "swapaxes": transpose, "swapdims": transpose, "t": t,
     "T": property(_T), "mT": property(_mT), "mH": property(_mT), "H": property(_T),
     "reshape_as": lambda self, other: reshape(self, tuple(other.shape)),
     "view_as": lambda self, other: reshape(self, tuple(other.shape)),
+    "squeeze": _m(squeeze), "unsqueeze": _m(unsqueeze), "flatten": _m(flatten), "ravel": _m(ravel),
+    "unflatten": _m(unflatten), "movedim": _m(movedim), "moveaxis": _m(movedim),
+    "narrow": _m(narrow), "select": _m(select), "split": _split_method, "chunk": _m(chunk),
+    "unbind": _m(unbind), "tensor_split": _m(tensor_split), "hsplit": _m(hsplit),
+    "vsplit": _m(vsplit), "flip": lambda self, *dims: flip(self, _shape_args(dims) if dims and not
+                                                          isinstance(dims[0], int) else dims),
+    "fliplr": _m(fliplr), "flipud": _m(flipud), "roll": _m(roll), "repeat": _repeat_method,
+    "tile": _m(tile), "repeat_interleave": _m(repeat_interleave), "clone": _m(clone),
+    "contiguous": _contiguous,
 })
