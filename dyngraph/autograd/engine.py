@@ -135,7 +135,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                         raise NotImplementedError(
                             f"the derivative of '{prim.name}' with respect to argument {i} is "
                             "not implemented")
-                    gi = rule(g, out, *inputs, **params)
+                    gi = rule(g, out, *inputs, **params) if params else rule(g, out, *inputs)
                     if gi is not None:
                         if type(gi) is not np.ndarray:
                             gi = _as_array(gi)

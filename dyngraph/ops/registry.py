@@ -175,7 +175,7 @@ def bind(prim: Primitive, args: tuple, params: dict = EMPTY):
                 or datas[0].dtype is not datas[1].dtype or (promote == "float" and datas[0].dtype.kind != "f"):
             datas = promote_arrays(prim, datas)
     try:
-        out = prim.impl(*datas, **params)
+        out = prim.impl(*datas, **params) if params else prim.impl(*datas)
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(prim, args, params, exc) from exc
     if need and prim.differentiable and state.grad_enabled:
