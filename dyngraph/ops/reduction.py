@@ -6,14 +6,23 @@ uses it to fit gradients of broadcasting primitives to their inputs.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor
+from .. import return_types as _rt
+from ..tensor import Tensor, _wrap_dim
+from . import elementwise as _ew
+from . import shape as _shape
 from ._util import as_tensor_arg, install, normalize_dims
 from .registry import bind, primitive
 
-__all__ = ["sum", "mean", "sum_to_shape"]
+__all__ = [
+    "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
+    "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
+    "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean",
+]
 
 
 def _keep_shape(shape, dims):
@@ -89,7 +98,7 @@ def _mean_vjp(g, out, x, dim=None, keepdim=False, dtype=None):
     count = 1
     for i in (range(len(shape)) if dim is None else dim):
         count *= shape[i]
-    return _reduce_grad_to_input(g, x, dim, keepdim) / max(count, 1) if count else \
+    return _reduce_grad_to_input(g, x, dim, keepdim) / builtins.max(count, 1) if count else \
         _reduce_grad_to_input(g, x, dim, keepdim) * float("nan")
 
 
@@ -127,6 +136,760 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
     return bind(mean_p, (input,), params)
 
 
+# ===========================================================================
+# helpers shared by the rules below
+# ===========================================================================
+
+def _np(a):
+    """The array behind a rule argument (Tensor under create_graph, array otherwise)."""
+    return a._data if isinstance(a, Tensor) else a
+
+
+def _keep(g, shape, dim, keepdim):
+    """``g`` (a reduction's output gradient) reshaped to the keepdim shape."""
+    if keepdim:
+        return g
+    return _shape.reshape_p(g, shape=_keep_shape(shape, dim))
+
+
+def _count(shape, dim) -> int:
+    n = 1
+    for i in (range(len(shape)) if dim is None else dim):
+        n *= shape[i]
+    return n
+
+
+def _float_only(x, op):
+    if x.dtype.kind != "f":
+        raise RuntimeError(
+            f"{op}: expected a floating point tensor as input, got "
+            f"{_dt.from_numpy_dtype(x.dtype)}; convert it first (x.float() or x.double())")
+
+
+def _nonempty_dims(x, dim, op):
+    """PyTorch refuses min/max-like reductions over a zero-size dimension."""
+    if x.size:
+        return
+    if dim is None:
+        raise RuntimeError(
+            f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+            "Specify the reduction dim with the 'dim' argument.")
+    for d in dim:
+        if x.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _even_weights(x, val, dim):
+    """Weights that split a gradient evenly among the entries equal to ``val``."""
+    vk = val if dim is None else val.reshape(_keep_shape(x.shape, dim))
+    mask = (x == vk) | (np.isnan(x) & np.isnan(vk))
+    cnt = mask.sum(axis=dim, keepdims=True)
+    return (mask / np.maximum(cnt, 1)).astype(x.dtype, copy=False)
+
+
+def _even_rule(g, out, x, dim=None, keepdim=False):
+    w = _even_weights(_np(x), _np(out), dim)
+    return _keep(g, x.shape, dim, keepdim) * w
+
+
+def _select_rule(g, out, x, dim=0, keepdim=False):
+    """Gradient of a (values, indices) reduction: all of it to the selected index."""
+    gv = g[0]
+    idx = _np(out[1])
+    shape = tuple(x.shape)
+    if not keepdim:
+        idx = np.expand_dims(idx, dim)
+    ar = np.arange(shape[dim]).reshape((-1,) + (1,) * (len(shape) - dim - 1))
+    mask = (ar == idx).astype(x.dtype)
+    return _keep(gv, shape, (dim,), keepdim) * mask
+
+
+# ===========================================================================
+# prod, cumsum, cumprod (exact gradients when inputs contain zeros)
+# ===========================================================================
+
+@primitive("prod", save_inputs=True, save_output=True)
+def prod_p(x, dim=None, keepdim=False, dtype=None):
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.int64
+    return np.prod(x, axis=dim, keepdims=keepdim, dtype=dtype)
+
+
+def _prod_vjp(g, out, x, dim=None, keepdim=False, dtype=None):
+    xd = _np(x)
+    gk = _keep(g, xd.shape, dim, keepdim)
+    if xd.all():
+        # no zeros: prod / x is exact in a neighbourhood (so also for higher orders)
+        return gk * (_keep(out, xd.shape, dim, keepdim) / x)
+    return gk * _prod_except(x, dim)
+
+
+def _prod_except(x, dim):
+    """For every element, the product of the *other* elements of its reduction group.
+
+    Exclusive cumulative products from both sides: exact with zeros and made of
+    differentiable primitives, so gradients of any order stay correct.
+    """
+    shape = tuple(x.shape)
+    nd = len(shape)
+    dims = tuple(range(nd)) if dim is None else dim
+    rest = tuple(i for i in range(nd) if i not in dims)
+    perm = rest + dims
+    moved = x if perm == tuple(range(nd)) else _shape.permute_p(x, dims=perm)
+    lead = tuple(shape[i] for i in rest)
+    flat = _shape.reshape_p(moved, shape=lead + (_count(shape, dims),))
+    ax = len(lead)
+    left = shift_p(cumprod_p(flat, dim=ax), dim=ax, n=1, fill=1.0)
+    right = shift_p(cumprod_p(flat, dim=ax, reverse=True), dim=ax, n=-1, fill=1.0)
+    res = _shape.reshape_p(left * right, shape=tuple(shape[i] for i in perm))
+    if perm == tuple(range(nd)):
+        return res
+    return _shape.permute_p(res, dims=tuple(int(i) for i in np.argsort(perm)))
+
+
+prod_p.defvjp(_prod_vjp)
+
+
+@primitive("shift")
+def shift_p(x, dim=0, n=1, fill=0.0):
+    """``y[k] = x[k - n]`` along ``dim``; positions shifted in from outside get ``fill``."""
+    out = np.empty_like(x)
+    size = x.shape[dim]
+    m = builtins.min(abs(n), size)
+    src = [slice(None)] * x.ndim
+    dst = [slice(None)] * x.ndim
+    pad = [slice(None)] * x.ndim
+    if n >= 0:
+        src[dim], dst[dim], pad[dim] = slice(0, size - m), slice(m, size), slice(0, m)
+    else:
+        src[dim], dst[dim], pad[dim] = slice(m, size), slice(0, size - m), slice(size - m, size)
+    out[tuple(dst)] = x[tuple(src)]
+    out[tuple(pad)] = fill
+    return out
+
+
+shift_p.defvjp(lambda g, out, x, dim=0, n=1, fill=0.0: shift_p(g, dim=dim, n=-n, fill=0.0))
+
+
+@primitive("linscan", save_inputs=True, save_output=True)
+def linscan_p(b, a, dim=0, reverse=False):
+    """The linear recurrence ``y[k] = b[k] + a[k] * y[k-1]`` (``y[k+1]`` when reversed).
+
+    Used by exact cumprod gradients; its own rules are linscans again, so it is
+    differentiable to any order.
+    """
+    b, a = np.broadcast_arrays(b, a)
+    y = np.moveaxis(np.array(b, dtype=np.result_type(b, a)), dim, 0)
+    av = np.moveaxis(a, dim, 0)
+    n = y.shape[0]
+    order = range(n - 2, -1, -1) if reverse else range(1, n)
+    step = 1 if reverse else -1
+    for k in order:
+        y[k] += av[k] * y[k + step]
+    return np.moveaxis(y, 0, dim)
+
+
+def _linscan_vjp_b(g, out, b, a, dim=0, reverse=False):
+    n = -1 if not reverse else 1
+    return linscan_p(g, shift_p(a, dim=dim, n=n, fill=0.0), dim=dim, reverse=not reverse)
+
+
+def _linscan_vjp_a(g, out, b, a, dim=0, reverse=False):
+    z = _linscan_vjp_b(g, out, b, a, dim, reverse)
+    return z * shift_p(out, dim=dim, n=1 if not reverse else -1, fill=0.0)
+
+
+linscan_p.defvjp(_linscan_vjp_b, _linscan_vjp_a)
+
+
+@primitive("cumsum")
+def cumsum_p(x, dim=0, reverse=False):
+    if x.dtype.kind in "biu":
+        x = x.astype(np.int64)
+    if not reverse:
+        return np.cumsum(x, axis=dim)
+    return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
+
+
+cumsum_p.defvjp(lambda g, out, x, dim=0, reverse=False: cumsum_p(g, dim=dim, reverse=not reverse))
+
+
+@primitive("cumprod", save_inputs=True, save_output=True)
+def cumprod_p(x, dim=0, reverse=False):
+    if x.dtype.kind in "biu":
+        x = x.astype(np.int64)
+    if not reverse:
+        return np.cumprod(x, axis=dim)
+    return np.flip(np.cumprod(np.flip(x, dim), axis=dim), dim)
+
+
+def _cumprod_vjp(g, out, x, dim=0, reverse=False):
+    if _np(x).all():
+        # no zeros: the classic formula is exact near x (and cheap)
+        return cumsum_p(g * out, dim=dim, reverse=not reverse) / x
+    # d y_i / d x_k = (product before k) * (product of x_{k+1..i}): a linear recurrence
+    n = 1 if not reverse else -1
+    before = shift_p(out, dim=dim, n=n, fill=1.0)
+    return before * linscan_p(g, shift_p(x, dim=dim, n=-n, fill=0.0), dim=dim, reverse=not reverse)
+
+
+cumprod_p.defvjp(_cumprod_vjp)
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+    """Product of the elements over ``dim`` (all when None); integers give int64.
+
+    >>> dg.tensor([[1., 2.], [3., 4.]]).prod(dim=1)
+    tensor([ 2., 12.])
+    """
+    if dim is not None and not isinstance(dim, (tuple, list)):
+        dim = int(dim)
+    input, params = _reduce_args(input, dim, keepdim, None, "prod")
+    if dtype is not None:  # cast first, so the gradient has the input's dtype
+        input = input.to(_dt.as_dtype(dtype))
+    return bind(prod_p, (input,), params)
+
+
+def _scan_args(input, dim, dtype, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    if dim is None:
+        raise TypeError(f"{op}(): missing required argument 'dim' (the dimension to scan along)")
+    d = _wrap_dim(int(dim), input._data.ndim, op)
+    if dtype is not None:
+        input = input.to(_dt.as_dtype(dtype))
+    return input, d
+
+
+def cumsum(input, dim=None, *, dtype=None):  # noqa: A002
+    """Cumulative sum along ``dim``; integer inputs give int64 (like PyTorch).
+
+    >>> dg.cumsum(dg.tensor([1., 2., 3.]), 0)
+    tensor([1., 3., 6.])
+    """
+    input, d = _scan_args(input, dim, dtype, "cumsum")
+    return _scan(cumsum_p, input, d)
+
+
+def cumprod(input, dim=None, *, dtype=None):  # noqa: A002
+    """Cumulative product along ``dim``; gradients are exact also where inputs are 0.
+
+    >>> dg.cumprod(dg.tensor([1., 2., 3.]), 0)
+    tensor([1., 2., 6.])
+    """
+    input, d = _scan_args(input, dim, dtype, "cumprod")
+    return _scan(cumprod_p, input, d)
+
+
+def _scan(prim, input, d):  # noqa: A002
+    if input._data.ndim:
+        return bind(prim, (input,), {"dim": d})
+    one = bind(_shape.reshape_p, (input,), {"shape": (1,)})
+    return bind(_shape.reshape_p, (bind(prim, (one,), {"dim": 0}),), {"shape": ()})
+
+
+# ===========================================================================
+# max / min family
+# ===========================================================================
+
+@primitive("amax", save_inputs=True, save_output=True)
+def amax_p(x, dim=None, keepdim=False):
+    _nonempty_dims(x, dim, "amax")
+    return np.max(x, axis=dim, keepdims=keepdim)
+
+
+@primitive("amin", save_inputs=True, save_output=True)
+def amin_p(x, dim=None, keepdim=False):
+    _nonempty_dims(x, dim, "amin")
+    return np.min(x, axis=dim, keepdims=keepdim)
+
+
+amax_p.defvjp(_even_rule)
+amin_p.defvjp(_even_rule)
+
+
+def _vi_impl(fn, name):
+    def impl(x, dim=0, keepdim=False):
+        _nonempty_dims(x, (dim,), name)
+        idx = fn(x, axis=dim, keepdims=True)
+        vals = np.take_along_axis(x, idx, axis=dim)
+        if not keepdim:
+            idx = idx.squeeze(dim)
+            vals = vals.squeeze(dim)
+        return vals, idx.astype(np.int64, copy=False)
+    return impl
+
+
+max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True)(_vi_impl(np.argmax, "max"))
+min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True)(_vi_impl(np.argmin, "min"))
+max_dim_p.defvjp(_select_rule)
+min_dim_p.defvjp(_select_rule)
+
+
+def _arg_impl(fn, name):
+    def impl(x, dim=None, keepdim=False):
+        _nonempty_dims(x, None if dim is None else (dim,), name)
+        if dim is None:
+            r = np.asarray(fn(x))
+            return r.reshape((1,) * x.ndim) if keepdim else r
+        return fn(x, axis=dim, keepdims=keepdim)
+    return impl
+
+
+argmax_p = primitive("argmax", differentiable=False)(_arg_impl(np.argmax, "argmax"))
+argmin_p = primitive("argmin", differentiable=False)(_arg_impl(np.argmin, "argmin"))
+
+
+def _amaxmin(prim, input, dim, keepdim, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    dims = normalize_dims(dim if dim != () else None, input._data.ndim, op)
+    if input._data.ndim == 0:
+        dims = None
+    params = {}
+    if dims is not None:
+        params["dim"] = dims
+    if keepdim:
+        params["keepdim"] = True
+    return bind(prim, (input,), params)
+
+
+def amax(input, dim=(), keepdim: bool = False):  # noqa: A002
+    """Maximum over ``dim`` (int or tuple; all when empty); ties share the gradient evenly.
+
+    >>> dg.amax(dg.tensor([[1., 5.], [5., 2.]]), dim=1)
+    tensor([5., 5.])
+    """
+    return _amaxmin(amax_p, input, dim, keepdim, "amax")
+
+
+def amin(input, dim=(), keepdim: bool = False):  # noqa: A002
+    """Minimum over ``dim`` (int or tuple; all when empty); ties share the gradient evenly."""
+    return _amaxmin(amin_p, input, dim, keepdim, "amin")
+
+
+def _maxmin(name, all_prim, dim_prim, binary, rt, input, dim, keepdim, other):  # noqa: A002
+    input = as_tensor_arg(input, name)
+    if isinstance(dim, Tensor) and other is None:
+        dim, other = None, dim
+    if other is not None:
+        return binary(input, other)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{name}(): keepdim=True needs a 'dim' argument")
+        return bind(all_prim, (input,))
+    d = _wrap_dim(int(dim), input._data.ndim, name)
+    if input._data.ndim == 0:
+        v = bind(_shape.reshape_p, (input,), {"shape": ()})
+        return rt(v, Tensor._make(np.zeros((), np.int64), False, None, 0))
+    return rt(*bind(dim_prim, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
+def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001,A002
+    """``max(x)``: the largest value; ``max(x, dim)``: named tuple ``(values, indices)``;
+    ``max(x, y)``: elementwise maximum.
+
+    >>> dg.tensor([[1., 5.], [3., 2.]]).max(dim=1)
+    dyngraph.return_types.max(
+    values=tensor([5., 3.]),
+    indices=tensor([1, 0]))
+    """
+    return _maxmin("max", amax_p, max_dim_p, _ew.maximum, _rt.max, input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001,A002
+    """``min(x)``, ``min(x, dim)`` -> ``(values, indices)``, or elementwise ``min(x, y)``."""
+    return _maxmin("min", amin_p, min_dim_p, _ew.minimum, _rt.min, input, dim, keepdim, other)
+
+
+def _argmaxmin(prim, input, dim, keepdim, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    params = {"keepdim": bool(keepdim)}
+    if dim is not None:
+        params["dim"] = _wrap_dim(int(dim), input._data.ndim, op) if input._data.ndim else None
+    return bind(prim, (input,), params)
+
+
+def argmax(input, dim=None, keepdim: bool = False):  # noqa: A002
+    """Index of the largest value (of the flattened tensor when ``dim`` is None)."""
+    return _argmaxmin(argmax_p, input, dim, keepdim, "argmax")
+
+
+def argmin(input, dim=None, keepdim: bool = False):  # noqa: A002
+    """Index of the smallest value (of the flattened tensor when ``dim`` is None)."""
+    return _argmaxmin(argmin_p, input, dim, keepdim, "argmin")
+
+
+def aminmax(input, *, dim=None, keepdim: bool = False):  # noqa: A002
+    """``(min, max)`` over ``dim`` (all when None) as a named tuple."""
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError("aminmax(): dim must be an int or None")
+    return _rt.aminmax(amin(input, () if dim is None else dim, keepdim),
+                       amax(input, () if dim is None else dim, keepdim))
+
+
+# ===========================================================================
+# median
+# ===========================================================================
+
+@primitive("median", save_inputs=True, save_output=True)
+def median_p(x):
+    if x.size == 0:
+        return np.array(np.nan, dtype=x.dtype)
+    flat = x.reshape(-1)
+    if x.dtype.kind == "f" and np.isnan(flat).any():
+        return np.array(np.nan, dtype=x.dtype)
+    return np.asarray(np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2])
+
+
+median_p.defvjp(_even_rule)
+
+
+@primitive("median_dim", n_outputs=2, meta=True, save_output=True)
+def median_dim_p(x, dim=0, keepdim=False):
+    _nonempty_dims(x, (dim,), "median")
+    n = x.shape[dim]
+    order = np.argsort(x, axis=dim, kind="stable")
+    idx = np.take(order, [(n - 1) // 2], axis=dim)
+    if x.dtype.kind == "f":
+        nan = np.isnan(x)
+        has = nan.any(axis=dim, keepdims=True)
+        if has.any():
+            idx = np.where(has, np.argmax(nan, axis=dim, keepdims=True), idx)
+    vals = np.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        idx, vals = idx.squeeze(dim), vals.squeeze(dim)
+    return vals, idx.astype(np.int64, copy=False)
+
+
+median_dim_p.defvjp(_select_rule)
+
+
+def median(input, dim=None, keepdim: bool = False):  # noqa: A002
+    """The lower median: of all elements (``dim=None``), or ``(values, indices)`` along ``dim``.
+
+    >>> dg.median(dg.tensor([1., 4., 2., 3.]))
+    tensor(2.)
+    """
+    input = as_tensor_arg(input, "median")
+    if dim is None:
+        return bind(median_p, (input,))
+    d = _wrap_dim(int(dim), input._data.ndim, "median")
+    if input._data.ndim == 0:
+        return _rt.median(bind(_shape.reshape_p, (input,), {"shape": ()}),
+                          Tensor._make(np.zeros((), np.int64), False, None, 0))
+    return _rt.median(*bind(median_dim_p, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
+# ===========================================================================
+# var / std / logsumexp
+# ===========================================================================
+
+@primitive("var", save_inputs=True)
+def var_p(x, dim=None, correction=1.0, keepdim=False):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+def _var_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
+    shape = tuple(x.shape)
+    dof = _count(shape, dim) - correction
+    centred = x - mean_p(x, dim=dim, keepdim=True)
+    scale = 2.0 / dof if dof > 0 else float("inf")  # PyTorch clamps the dof at 0
+    return _keep(g, shape, dim, keepdim) * (centred * scale)
+
+
+var_p.defvjp(_var_vjp)
+
+
+@primitive("std", save_inputs=True, save_output=True)
+def std_p(x, dim=None, correction=1.0, keepdim=False):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+def _std_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
+    od = _np(out)
+    zero = od == 0
+    if zero.any():
+        # PyTorch's convention: no gradient where the deviation is exactly 0
+        safe = _ew.where_p(zero, 1.0, out)
+        gv = g / (2.0 * safe) * (~zero).astype(od.dtype)
+    else:
+        gv = g / (2.0 * out)
+    return _var_vjp(gv, None, x, dim, correction, keepdim)
+
+
+std_p.defvjp(_std_vjp)
+
+
+def _var_args(input, dim, unbiased, keepdim, correction, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    if isinstance(dim, bool):  # the old overload var(input, unbiased)
+        dim, unbiased = None, dim
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"{op}(): std and var only support floating point and complex dtypes "
+                           f"(got {input.dtype}); convert the input with .float() first")
+    if correction is not None and unbiased is not None:
+        raise TypeError(f"{op}(): pass either 'correction' or the older 'unbiased', not both")
+    c = float(correction) if correction is not None else (1.0 if unbiased in (None, True) else 0.0)
+    dims = normalize_dims(dim, input._data.ndim, op)
+    if input._data.ndim == 0:
+        dims = None
+    params = {"correction": c}
+    if dims is not None:
+        params["dim"] = dims
+    if keepdim:
+        params["keepdim"] = True
+    return input, params
+
+
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+    """Variance over ``dim`` with ``correction`` (1: Bessel's; ``unbiased=False`` is 0).
+
+    >>> dg.var(dg.tensor([1., 2., 3., 4.]))
+    tensor(1.6667)
+    """
+    input, params = _var_args(input, dim, unbiased, keepdim, correction, "var")
+    return bind(var_p, (input,), params)
+
+
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+    """Standard deviation over ``dim``; the gradient is 0 where the result is 0 (as PyTorch)."""
+    input, params = _var_args(input, dim, unbiased, keepdim, correction, "std")
+    return bind(std_p, (input,), params)
+
+
+def _mean_of(input, params):  # noqa: A002
+    mp = {k: v for k, v in params.items() if k != "correction"}
+    return bind(mean_p, (input,), mp)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+    """``(var, mean)`` over ``dim`` in one call."""
+    input, params = _var_args(input, dim, unbiased, keepdim, correction, "var_mean")
+    return _rt.var_mean(bind(var_p, (input,), params), _mean_of(input, params))
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+    """``(std, mean)`` over ``dim`` in one call."""
+    input, params = _var_args(input, dim, unbiased, keepdim, correction, "std_mean")
+    return _rt.std_mean(bind(std_p, (input,), params), _mean_of(input, params))
+
+
+@primitive("logsumexp", promote="float", save_inputs=True, save_output=True)
+def logsumexp_p(x, dim=None, keepdim=False):
+    if x.size == 0:
+        with np.errstate(divide="ignore"):
+            return np.log(np.sum(np.exp(x), axis=dim, keepdims=keepdim))
+    m = np.max(x, axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    with np.errstate(divide="ignore"):
+        s = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+    if keepdim:
+        return s
+    return np.squeeze(s, axis=dim) if dim is not None else s.reshape(())
+
+
+def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
+    # softmax weights; -inf entries get exactly 0 (a row of only -inf gives NaN, as in PyTorch)
+    shape = tuple(x.shape)
+    return _keep(g, shape, dim, keepdim) * _ew.exp_p(x - _keep(out, shape, dim, keepdim))
+
+
+logsumexp_p.defvjp(_logsumexp_vjp)
+
+
+def logsumexp(input, dim, keepdim: bool = False):  # noqa: A002
+    """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the maximum).
+
+    >>> dg.logsumexp(dg.tensor([0., 0.]), 0)
+    tensor(0.6931)
+    """
+    input = as_tensor_arg(input, "logsumexp")
+    dims = normalize_dims(dim, input._data.ndim, "logsumexp")
+    if input._data.ndim == 0 or dims == ():
+        dims = None if input._data.ndim == 0 else dims
+    params = {"dim": dims} if dims is not None else {}
+    if keepdim:
+        params["keepdim"] = True
+    return bind(logsumexp_p, (input,), params)
+
+
+# ===========================================================================
+# norms
+# ===========================================================================
+
+@primitive("vector_norm", save_inputs=True, save_output=True)
+def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
+    a = np.abs(x)
+    if ord == 2.0:
+        return np.sqrt(np.sum(a * a, axis=dim, keepdims=keepdim))
+    if ord == 1.0:
+        return np.sum(a, axis=dim, keepdims=keepdim)
+    if ord == float("inf"):
+        _nonempty_dims(x, dim, "linalg.vector_norm")
+        return np.max(a, axis=dim, keepdims=keepdim)
+    if ord == float("-inf"):
+        _nonempty_dims(x, dim, "linalg.vector_norm")
+        return np.min(a, axis=dim, keepdims=keepdim)
+    if ord == 0.0:
+        return np.sum(a != 0, axis=dim, keepdims=keepdim).astype(x.dtype)
+    with np.errstate(divide="ignore"):
+        return (np.sum(a ** ord, axis=dim, keepdims=keepdim) ** (1.0 / ord)).astype(x.dtype, copy=False)
+
+
+def _vector_norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
+    shape = tuple(x.shape)
+    gk = _keep(g, shape, dim, keepdim)
+    nk = _keep(out, shape, dim, keepdim)
+    if ord == 0.0:
+        return gk * (_np(x) * 0)
+    if ord == 1.0:
+        return gk * _ew.sign_p(x)
+    if ord in (float("inf"), float("-inf")):
+        xd = _np(x)
+        w = _even_weights(np.abs(xd), _np(out), dim)
+        return gk * (_ew.sign_p(x) * w)
+    nkd = _np(nk)
+    zero = nkd == 0
+    safe_n = _ew.where_p(zero, 1.0, nk) if zero.any() else nk
+    nz = (~zero).astype(nkd.dtype)
+    if ord == 2.0:
+        return x * (gk / safe_n * nz)
+    xd = _np(x)
+    if ord < 1.0:
+        xz = xd == 0
+        ax = _ew.where_p(xz, 1.0, _ew.abs_p(x)) if xz.any() else _ew.abs_p(x)
+        scaled = _ew.sign_p(x) * ax ** (ord - 1.0) * (~xz).astype(xd.dtype)
+        return scaled * (gk * safe_n ** (1.0 - ord) * nz)
+    if ord < 2.0:
+        scaled = _ew.sign_p(x) * _ew.abs_p(x) ** (ord - 1.0)
+    else:
+        scaled = x * _ew.abs_p(x) ** (ord - 2.0)
+    return scaled * (gk / safe_n ** (ord - 1.0) * nz)
+
+
+vector_norm_p.defvjp(_vector_norm_vjp)
+
+
+def _ord_value(ord, op):  # noqa: A002
+    try:
+        return float(ord)
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: unsupported ord {ord!r}; use a number, inf or -inf") from None
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+    """The ``ord``-norm of ``x`` flattened (``dim=None``) or over ``dim`` (int or tuple).
+
+    >>> dg.linalg.vector_norm(dg.tensor([3., 4.]))
+    tensor(5.)
+    """
+    x = as_tensor_arg(x, "linalg.vector_norm")
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {x.dtype}; convert it with .float() first")
+    if dtype is not None:
+        x = x.to(_dt.as_dtype(dtype))
+    p = _ord_value(ord, "linalg.vector_norm")
+    if p < 0 and p != float("-inf"):
+        raise RuntimeError(f"linalg.vector_norm: ord must be non-negative or -inf, got {ord}")
+    dims = normalize_dims(dim, x._data.ndim, "linalg.vector_norm")
+    if x._data.ndim == 0 or dims == ():
+        dims = None
+    params = {"ord": p}
+    if dims is not None:
+        params["dim"] = dims
+    if keepdim:
+        params["keepdim"] = True
+    return bind(vector_norm_p, (x,), params)
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):  # noqa: A002
+    """``torch.norm``: a vector norm over ``dim`` (``'fro'`` is the 2-norm; ``'nuc'`` is
+    not supported). Prefer :func:`dyngraph.linalg.vector_norm` / ``matrix_norm``.
+
+    >>> dg.tensor([3., 4.]).norm()
+    tensor(5.)
+    """
+    if isinstance(p, str):
+        if p != "fro":
+            raise ValueError(f"norm: p={p!r} is not supported (use 'fro' or a number)")
+        if dim is not None and not isinstance(dim, int) and len(dim) > 2:
+            raise RuntimeError(f"norm: 'fro' norm expects at most 2 dims, got {list(dim)}")
+        p = 2
+    return vector_norm(input, p if p is not None else 2, dim, keepdim, dtype=dtype)
+
+
+# ===========================================================================
+# logical / counting reductions (not differentiable), nan-aware variants
+# ===========================================================================
+
+def _logical(name, fn):
+    def impl(x, dim=None, keepdim=False):
+        r = fn(x, axis=dim, keepdims=keepdim)
+        return r.astype(np.uint8) if x.dtype == np.uint8 else r
+    return primitive(name, differentiable=False)(impl)
+
+
+all_p = _logical("all", np.all)
+any_p = _logical("any", np.any)
+
+
+@primitive("count_nonzero", differentiable=False)
+def count_nonzero_p(x, dim=None):
+    return np.asarray(np.count_nonzero(x, axis=dim)).astype(np.int64)
+
+
+def _bool_reduce(prim, input, dim, keepdim, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    dims = normalize_dims(dim, input._data.ndim, op)
+    if input._data.ndim == 0:
+        dims = None
+    params = {"keepdim": True} if keepdim else {}
+    if dims is not None:
+        params["dim"] = dims
+    return bind(prim, (input,), params)
+
+
+def all(input, dim=None, keepdim: bool = False):  # noqa: A001,A002
+    """True where every element over ``dim`` is non-zero (all elements when None)."""
+    return _bool_reduce(all_p, input, dim, keepdim, "all")
+
+
+def any(input, dim=None, keepdim: bool = False):  # noqa: A001,A002
+    """True where some element over ``dim`` is non-zero (all elements when None)."""
+    return _bool_reduce(any_p, input, dim, keepdim, "any")
+
+
+def count_nonzero(input, dim=None):  # noqa: A002
+    """Number of non-zero elements over ``dim`` (int or tuple; all when None), as int64."""
+    input = as_tensor_arg(input, "count_nonzero")
+    dims = normalize_dims(dim, input._data.ndim, "count_nonzero")
+    if input._data.ndim == 0:
+        dims = None
+    return bind(count_nonzero_p, (input,), {"dim": dims} if dims is not None else {})
+
+
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+    """Sum over ``dim`` treating NaN as zero (NaN entries get zero gradient)."""
+    input = as_tensor_arg(input, "nansum")
+    if input._data.dtype.kind == "f":
+        input = bind(_ew.where_p, (bind(_ew.isnan_p, (input,)), 0.0, input))
+    return sum(input, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+    """Mean over ``dim`` of the non-NaN entries."""
+    input = as_tensor_arg(input, "nanmean")
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"nanmean(): expected a floating point input, got {input.dtype}")
+    keep = bind(_ew.logical_not_p, (bind(_ew.isnan_p, (input,)),))
+    total = nansum(input, dim, keepdim, dtype=dtype)
+    count = sum(keep, dim, keepdim)
+    return total / count.to(total.dtype)
+
+
 def _sum_method(self, dim=None, keepdim=False, *, dtype=None, axis=None):
     return sum(self, dim if axis is None else axis, keepdim, dtype=dtype)
 
@@ -135,6 +898,28 @@ def _mean_method(self, dim=None, keepdim=False, *, dtype=None, axis=None):
     return mean(self, dim if axis is None else axis, keepdim, dtype=dtype)
 
 
-install({"sum": _sum_method, "mean": _mean_method})
+def _dim_method(fn):
+    def method(self, dim=None, keepdim=False, **kw):
+        return fn(self, dim, keepdim, **kw)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _amax_method(fn):
+    def method(self, dim=(), keepdim=False):
+        return fn(self, dim, keepdim)
+    method.__name__ = fn.__name__
+    return method
+
+
+install({
+    "sum": _sum_method, "mean": _mean_method, "prod": _dim_method(prod),
+    "cumsum": cumsum, "cumprod": cumprod, "amax": _amax_method(amax), "amin": _amax_method(amin),
+    "max": max, "min": min, "argmax": argmax, "argmin": argmin, "aminmax": aminmax,
+    "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
+    "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),
+    "nanmean": _dim_method(nanmean),
+})
 
 _ = Tensor
