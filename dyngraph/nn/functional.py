@@ -3,16 +3,1059 @@
 >>> import dyngraph.nn.functional as F
 >>> F.relu(dg.tensor([-1.0, 2.0]))
 tensor([0., 2.])
+
+Fused primitives (``softmax``, ``log_softmax``, ``linear``, ``embedding``,
+``nll_loss``) live in :mod:`dyngraph.ops.nn`; everything else here is a
+composition of primitives, so gradients of every order come for free.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..ops import elementwise as E  # noqa: N812
+from ..ops.nn import embedding, embedding_p, linear, log_softmax, nll_loss_nd, softmax
+from ..ops.reduction import mean as _mean
+from ..ops.reduction import sum as _sum
+from ..ops.shape import reshape
+from ..random import rng_of
+from ..tensor import Tensor
+
+__all__ = [
+    # linear / sparse
+    "linear", "bilinear", "embedding", "embedding_bag", "one_hot",
+    # activations
+    "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "celu", "gelu",
+    "silu", "mish", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "softmin",
+    "hardtanh", "hardtanh_", "hardswish", "hardsigmoid", "prelu", "logsigmoid", "softsign",
+    "tanhshrink", "softshrink", "hardshrink", "threshold", "glu", "rrelu",
+    # normalisation
+    "layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "local_response_norm",
+    "rms_norm",
+    # dropout
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    # distances
+    "cosine_similarity", "pairwise_distance",
+    # losses
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "triplet_margin_loss",
+    "multilabel_soft_margin_loss",
+    # shape
+    "pad",
+]
+
+
+def _t(x, op):
+    if isinstance(x, Tensor):
+        return x
+    from ..ops._util import as_tensor_arg  # noqa: PLC0415
+
+    return as_tensor_arg(x, op)
+
+
+def _require_float(x: Tensor, op: str) -> None:
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(
+            f"{op}: expected a floating-point input, got {x.dtype} (shape {list(x.shape)}); "
+            "convert it with .float()")
+
+
+def _const(arr) -> Tensor:
+    return Tensor._make(np.asarray(arr), False, None, 0)
+
+
+# ---------------------------------------------------------------------------
+# linear / bilinear / embedding_bag / one_hot
+# ---------------------------------------------------------------------------
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = x1[..., i] * weight[o, i, j] * x2[..., j] + bias[o]``.
+
+    >>> F.bilinear(dg.ones(2, 3), dg.ones(2, 4), dg.ones(5, 3, 4)).shape
+    dyngraph.Size([2, 5])
+    """
+    o, i1, i2 = weight._data.shape
+    s1, s2 = input1._data.shape, input2._data.shape
+    if s1[-1] != i1 or s2[-1] != i2 or s1[:-1] != s2[:-1]:
+        raise RuntimeError(
+            f"bilinear: expected inputs of shapes [..., {i1}] and [..., {i2}] with equal batch "
+            f"dimensions (weight {list(weight.shape)}), got {list(s1)} and {list(s2)}")
+    lead = s1[:-1]
+    x1 = reshape(input1, -1, i1)
+    x2 = reshape(input2, -1, 1, i2)
+    w = reshape(weight.permute(1, 0, 2), i1, o * i2)
+    y = _sum(reshape(x1 @ w, -1, o, i2) * x2, -1)
+    if bias is not None:
+        y = y + bias
+    return reshape(y, *lead, o)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
+                  scale_grad_by_freq=False, mode="mean", sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sum, mean or max of the embeddings of each bag (2-D ``input``, or 1-D with ``offsets``).
+
+    >>> F.embedding_bag(dg.tensor([[0, 1], [2, 2]]), dg.eye(3), mode="sum")
+    tensor([[1., 1., 0.],
+            [0., 0., 2.]])
+    """
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    idx = _t(input, "embedding_bag")
+    n = weight._data.shape[0]
+    if idx._data.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: if input is 2D, then offsets has to be None")
+        b, length = idx._data.shape
+        flat = idx._data.reshape(-1)
+        bag_of = np.repeat(np.arange(b), length)
+        n_bags = b
+    elif idx._data.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets has to be a 1D Tensor but got None")
+        off = np.asarray(offsets._data if isinstance(offsets, Tensor) else offsets).astype(np.int64)
+        flat = idx._data
+        if include_last_offset:
+            n_bags = len(off) - 1
+            ends = off[1:]
+        else:
+            n_bags = len(off)
+            ends = np.append(off[1:], len(flat))
+        starts = off[:n_bags]
+        if len(starts) and (starts[0] != 0 or np.any(np.diff(off) < 0) or ends[-1] > len(flat)):
+            raise ValueError(
+                f"embedding_bag: offsets must start at 0, be non-decreasing and not exceed the "
+                f"input length {len(flat)}; got {off.tolist()}")
+        bag_of = np.repeat(np.arange(n_bags), ends - starts)
+    else:
+        raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of "
+                         f"dimension {idx._data.ndim}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+            f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+            "GitHub.")
+    pad = -1 if padding_idx is None else (padding_idx + n if padding_idx < 0 else padding_idx)
+    flat_t = _const(flat.astype(np.int64))
+    keep = flat != pad
+    if max_norm is not None:
+        from ..ops.nn import embedding_renorm_  # noqa: PLC0415
+
+        embedding_renorm_(weight, flat_t, max_norm, norm_type)
+    rows = embedding(flat_t, weight, padding_idx=None if pad < 0 else pad,
+                     scale_grad_by_freq=scale_grad_by_freq)
+    dt = weight._data.dtype
+    if mode == "max":
+        return _bag_max(rows, bag_of, keep, n_bags, dt)
+    # sum / mean as one (n_bags x n) matrix product: cheap and differentiable
+    m = np.zeros((n_bags, len(flat)), dtype=dt)
+    m[bag_of, np.arange(len(flat))] = keep
+    if mode == "mean":
+        counts = m.sum(axis=1, keepdims=True)
+        m = np.divide(m, counts, out=np.zeros_like(m), where=counts > 0)
+    mt = _const(m)
+    if per_sample_weights is not None:
+        rows = rows * reshape(per_sample_weights, -1, 1)
+    return mt @ rows
+
+
+def _bag_max(rows, bag_of, keep, n_bags, dt):
+    r = rows._data
+    d = r.shape[1]
+    out = np.zeros((n_bags, d), dtype=dt)
+    arg = np.full((n_bags, d), -1, dtype=np.int64)
+    for i in range(len(bag_of)):  # bags are short; a loop over elements keeps this simple
+        if not keep[i]:
+            continue
+        b = bag_of[i]
+        better = (arg[b] < 0) | (r[i] > out[b])
+        out[b] = np.where(better, r[i], out[b])
+        arg[b] = np.where(better, i, arg[b])
+    # out[b, d] = rows[arg[b, d], d]: a constant selection, written as mask * gathered rows
+    sel = np.zeros((n_bags, len(bag_of), d), dtype=dt)
+    bi, di = np.nonzero(arg >= 0)
+    sel[bi, arg[bi, di], di] = 1
+    return _sum(_const(sel) * reshape(rows, 1, len(bag_of), d), 1)
+
+
+def one_hot(tensor, num_classes: int = -1):
+    """One-hot encoding of an integer tensor (int64 result), as ``torch.nn.functional.one_hot``."""
+    try:
+        from ..ops.indexing import one_hot as _one_hot  # noqa: PLC0415
+    except ImportError:
+        _one_hot = None
+    if _one_hot is not None:
+        return _one_hot(tensor, num_classes)
+    a = tensor._data
+    if a.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(a.max()) + 1 if a.size else 0
+    if a.size and (a.min() < 0 or a.max() >= num_classes):
+        raise RuntimeError(f"one_hot: class values must be in [0, {num_classes - 1}], got "
+                           f"min {int(a.min())} and max {int(a.max())}")
+    out = np.zeros(a.shape + (num_classes,), dtype=np.int64)
+    np.put_along_axis(out, a[..., None].astype(np.int64), 1, axis=-1)
+    return _const(out)
+
+
+# ---------------------------------------------------------------------------
+# activations
+# ---------------------------------------------------------------------------
+
+def _inplace_graph(input, fn, name):  # noqa: A002
+    from ..ops.inplace import apply_inplace  # noqa: PLC0415
+
+    return apply_inplace(input, fn, name)
+
+
+def relu(input, inplace: bool = False):  # noqa: A002
+    """max(0, x). ``inplace=True`` overwrites ``input``."""
+    if inplace:
+        return _inplace_graph(input, E.relu, "relu_")
+    return E.relu(input)
+
+
+def relu_(input):  # noqa: A002
+    return relu(input, inplace=True)
+
+
+def relu6(input, inplace: bool = False):  # noqa: A002
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+    if inplace:
+        return _inplace_graph(input, lambda s: E.leaky_relu(s, negative_slope), "leaky_relu_")
+    return E.leaky_relu(input, negative_slope)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
+    return leaky_relu(input, negative_slope, True)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    if inplace:
+        return _inplace_graph(input, lambda s: E.elu(s, alpha), "elu_")
+    return E.elu(input, alpha)
+
+
+def elu_(input, alpha: float = 1.0):  # noqa: A002
+    return elu(input, alpha, True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace: bool = False):  # noqa: A002
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    out = E.elu(input, _SELU_ALPHA) * _SELU_SCALE
+    return input.copy_(out) if inplace else out
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    out = E.elu(input / alpha, 1.0) * alpha
+    return input.copy_(out) if inplace else out
+
+
+def gelu(input, approximate: str = "none"):  # noqa: A002
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return E.gelu(input, approximate)
+
+
+def silu(input, inplace: bool = False):  # noqa: A002
+    return E.silu(input)
+
+
+def mish(input, inplace: bool = False):  # noqa: A002
+    """``x * tanh(softplus(x))``."""
+    return input * E.tanh(E.softplus(input))
+
+
+def sigmoid(input):  # noqa: A002
+    return E.sigmoid(input)
+
+
+def tanh(input):  # noqa: A002
+    return E.tanh(input)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):  # noqa: A002
+    return E.softplus(input, beta, threshold)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """``softmax(-input)``."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return softmax(-input, dim)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+    if min_val > max_val:
+        raise ValueError("hardtanh: min_val cannot be greater than max_val")
+    if inplace:
+        return _inplace_graph(input, lambda s: E.hardtanh(s, min_val, max_val), "hardtanh_")
+    return E.hardtanh(input, min_val, max_val)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
+    return hardtanh(input, min_val, max_val, True)
+
+
+def hardswish(input, inplace: bool = False):  # noqa: A002
+    """``x * relu6(x + 3) / 6``."""
+    return input * E.hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+
+
+def hardsigmoid(input, inplace: bool = False):  # noqa: A002
+    """``relu6(x + 3) / 6``."""
+    return E.hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+
+
+def prelu(input, weight):  # noqa: A002
+    """``max(0, x) + weight * min(0, x)``; ``weight`` has 1 or C (= ``input.shape[1]``) entries."""
+    n = weight._data.size
+    if input._data.ndim >= 2 and n > 1:
+        c = input._data.shape[1]
+        if n != c:
+            raise RuntimeError(
+                f"prelu: mismatch of parameter numbers and input channel size. Found parameter "
+                f"numbers = {n} and channel size = {c}.")
+        w = reshape(weight, c, *([1] * (input._data.ndim - 2)))
+    elif input._data.ndim == 1 and n > 1:
+        if n != input._data.shape[0]:
+            raise RuntimeError(f"prelu: {n} parameters for an input of shape {list(input.shape)}")
+        w = weight
+    else:
+        w = reshape(weight, ()) if n == 1 else weight
+    return E.where(input > 0, input, w * input)
+
+
+def logsigmoid(input):  # noqa: A002
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large |x|."""
+    return -(E.log1p(E.exp(-E.abs(input))) + E.relu(-input))
+
+
+def softsign(input):  # noqa: A002
+    return input / (E.abs(input) + 1.0)
+
+
+def tanhshrink(input):  # noqa: A002
+    return input - E.tanh(input)
+
+
+def softshrink(input, lambd: float = 0.5):  # noqa: A002
+    return E.where(input > lambd, input - lambd, E.where(input < -lambd, input + lambd, input * 0.0))
+
+
+def hardshrink(input, lambd: float = 0.5):  # noqa: A002
+    return E.where((input > lambd) | (input < -lambd), input, input * 0.0)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
+    """``x if x > threshold else value``."""
+    out = E.where(input > threshold, input, value)
+    return input.copy_(out) if inplace else out
+
+
+def glu(input, dim: int = -1):  # noqa: A002
+    """``a * sigmoid(b)`` where ``a, b`` are the two halves of ``input`` along ``dim``."""
+    nd = input._data.ndim
+    d = dim % nd
+    size = input._data.shape[d]
+    if size % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {size}")
+    shape = input._data.shape
+    x = reshape(input, *shape[:d], 2, size // 2, *shape[d + 1:])
+    perm = list(range(x.ndim))
+    perm.insert(0, perm.pop(d))
+    halves = x.permute(*perm)
+    a, b = _split_first(halves)
+    return a * E.sigmoid(b)
+
+
+def _split_first(x):
+    """The two slices of a tensor along a leading dimension of size 2 (no indexing op needed)."""
+    rest = x._data.shape[1:]
+    sel0 = _const(np.array([1.0, 0.0], dtype=x._data.dtype).reshape((2,) + (1,) * len(rest)))
+    sel1 = _const(np.array([0.0, 1.0], dtype=x._data.dtype).reshape((2,) + (1,) * len(rest)))
+    return _sum(x * sel0, 0), _sum(x * sel1, 0)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
+          inplace: bool = False, generator=None):
+    """Randomised leaky ReLU: random slopes in training, their mean in evaluation."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slopes = rng_of(generator).uniform(lower, upper, size=input._data.shape).astype(input._data.dtype)
+    return E.where(input >= 0, input, input * _const(slopes))
+
+
+# ---------------------------------------------------------------------------
+# normalisation
+# ---------------------------------------------------------------------------
+
+def _var_mean(x, dims):
+    m = _mean(x, dims, keepdim=True)
+    c = x - m
+    return _mean(c * c, dims, keepdim=True), m, c
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
+    """Normalise over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    ns = tuple(normalized_shape)
+    shape = input._data.shape
+    if shape[len(shape) - len(ns):] != ns or len(ns) > len(shape):
+        raise RuntimeError(
+            f"layer_norm: Given normalized_shape={list(ns)}, expected input with shape "
+            f"[*, {', '.join(map(str, ns))}], but got input of size {list(shape)}")
+    _require_float(input, "layer_norm")
+    dims = tuple(range(len(shape) - len(ns), len(shape)))
+    var, _, c = _var_mean(input, dims)
+    y = c * E.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last dimensions."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    nd = len(tuple(normalized_shape))
+    dims = tuple(range(input._data.ndim - nd, input._data.ndim))
+    if eps is None:
+        eps = float(np.finfo(input._data.dtype).eps)
+    y = input * E.rsqrt(_mean(input * input, dims, keepdim=True) + eps)
+    return y * weight if weight is not None else y
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
+    """Normalise over groups of channels (dimension 1) and the spatial dimensions."""
+    shape = input._data.shape
+    if input._data.ndim < 2:
+        raise RuntimeError(f"group_norm: expected an input with at least 2 dimensions (N, C, *), "
+                           f"got shape {list(shape)}")
+    n, c = shape[0], shape[1]
+    if c % num_groups:
+        raise RuntimeError(
+            f"group_norm: Expected number of channels in input to be divisible by num_groups, "
+            f"but got input of shape {list(shape)} and num_groups={num_groups}")
+    _require_float(input, "group_norm")
+    x = reshape(input, n, num_groups, -1)
+    var, _, cx = _var_mean(x, (2,))
+    y = reshape(cx * E.rsqrt(var + eps), *shape)
+    bshape = (c,) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        y = y * reshape(weight, *bshape)
+    if bias is not None:
+        y = y + reshape(bias, *bshape)
+    return y
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
+               training: bool = False, momentum: float | None = 0.1, eps: float = 1e-5):
+    """Batch normalisation over dimension 1 (``(N, C)`` or ``(N, C, *)`` inputs).
+
+    In training the batch statistics normalise the input and update
+    ``running_mean``/``running_var`` in place (unbiased variance, weight
+    ``momentum``); otherwise the running statistics are used.
+    """
+    shape = input._data.shape
+    if input._data.ndim < 2:
+        raise ValueError(f"batch_norm: expected 2D or higher input (N, C, *), got shape "
+                         f"{list(shape)}")
+    _require_float(input, "batch_norm")
+    c = shape[1]
+    dims = (0,) + tuple(range(2, len(shape)))
+    bshape = (1, c) + (1,) * (len(shape) - 2)
+    if training:
+        count = input._data.size // c if c else 0
+        if count <= 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size "
+                f"{list(shape)}")
+        var, mean, cx = _var_mean(input, dims)
+        y = cx * E.rsqrt(var + eps)
+        if running_mean is not None or running_var is not None:
+            m = 0.0 if momentum is None else momentum
+            _update_running(running_mean, running_var, mean._data.reshape(c),
+                            var._data.reshape(c) * (count / (count - 1)), m)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var must be given when "
+                             "training=False")
+        rm = reshape(running_mean, *bshape)
+        rv = reshape(running_var, *bshape)
+        y = (input - rm) * E.rsqrt(rv + eps)
+    if weight is not None:
+        y = y * reshape(weight, *bshape)
+    if bias is not None:
+        y = y + reshape(bias, *bshape)
+    return y
+
+
+def _update_running(running_mean, running_var, mean, var_unbiased, momentum):
+    for buf, new in ((running_mean, mean), (running_var, var_unbiased)):
+        if buf is None:
+            continue
+        d = buf._data
+        d *= (1.0 - momentum)
+        d += (momentum * new).astype(d.dtype, copy=False)
+        if buf._vc is None:
+            buf._vc = [1]
+        else:
+            buf._vc[0] += 1
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
+    """Normalise each (sample, channel) over its spatial dimensions."""
+    shape = input._data.shape
+    c = shape[1]
+    dims = tuple(range(2, len(shape)))
+    bshape = (1, c) + (1,) * (len(shape) - 2)
+    if use_input_stats:
+        var, mean, cx = _var_mean(input, dims)
+        y = cx * E.rsqrt(var + eps)
+        if running_mean is not None:
+            count = int(np.prod(shape[2:]))
+            _update_running(running_mean, running_var, mean._data.mean(axis=0).reshape(c),
+                            (var._data * (count / max(count - 1, 1))).mean(axis=0).reshape(c),
+                            momentum)
+    else:
+        y = (input - reshape(running_mean, *bshape)) * E.rsqrt(reshape(running_var, *bshape) + eps)
+    if weight is not None:
+        y = y * reshape(weight, *bshape)
+    if bias is not None:
+        y = y + reshape(bias, *bshape)
+    return y
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
+                        k: float = 1.0):
+    """Normalise each channel by the energy of its ``size`` neighbouring channels."""
+    c = input._data.shape[1]
+    sq = input * input
+    # sum over a window of channels as a banded (C x C) matrix product on dimension 1
+    band = np.zeros((c, c), dtype=input._data.dtype)
+    for i in range(c):
+        lo, hi = max(0, i - size // 2), min(c, i + (size - 1) // 2 + 1)
+        band[i, lo:hi] = 1.0
+    moved = sq.transpose(1, -1)
+    summed = (moved @ _const(band.T)).transpose(1, -1)
+    div = (summed * (alpha / size) + k) ** beta
+    return input / div
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):  # noqa: A002
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    norm = _pnorm(input, p, dim, keepdim=True)
+    return input / E.clamp(norm, min=eps)
+
+
+def _pnorm(x, p, dim, keepdim=False):
+    if p == 2:
+        return E.sqrt(_sum(x * x, dim, keepdim=keepdim))
+    if p == 1:
+        return _sum(E.abs(x), dim, keepdim=keepdim)
+    if math.isinf(p):
+        raise NotImplementedError("normalize/pairwise_distance with p=inf needs a max reduction")
+    return _sum(E.abs(x) ** p, dim, keepdim=keepdim) ** (1.0 / p)
+
+
+# ---------------------------------------------------------------------------
+# dropout
+# ---------------------------------------------------------------------------
+
+def _check_p(p, op):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _keep_mask(shape, p, dtype, generator=None):
+    return (rng_of(generator).random(shape) >= p).astype(dtype)
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    Uses dyngraph's RNG (``dg.manual_seed``); the identity when ``training`` is False.
+    """
+    _check_p(p, "dropout")
+    if not training or p == 0.0:
+        return input
+    _require_float(input, "dropout")
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        mask = _keep_mask(input._data.shape, p, input._data.dtype)
+        mask *= 1.0 / (1.0 - p)
+        out = input * _const(mask)
+    return input.copy_(out) if inplace else out
+
+
+def _feature_dropout(input, p, training, inplace, op, min_dim):  # noqa: A002
+    _check_p(p, op)
+    if not training or p == 0.0:
+        return input
+    shape = input._data.shape
+    if input._data.ndim < min_dim:
+        raise RuntimeError(f"{op}: expected an input with at least {min_dim} dimensions, got "
+                           f"shape {list(shape)}")
+    mshape = shape[:2] + (1,) * (len(shape) - 2)
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        mask = _keep_mask(mshape, p, input._data.dtype) * (1.0 / (1.0 - p))
+        out = input * _const(mask.astype(input._data.dtype))
+    return input.copy_(out) if inplace else out
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Zero whole channels of an ``(N, C, L)`` input."""
+    return _feature_dropout(input, p, training, inplace, "dropout1d", 3)
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Zero whole channels of an ``(N, C, H, W)`` input."""
+    return _feature_dropout(input, p, training, inplace, "dropout2d", 3)
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    return _feature_dropout(input, p, training, inplace, "dropout3d", 4)
+
+
+_ALPHA_PRIME = 1.7580993408473766  # SELU scale * alpha
+
+
+def _alpha_dropout(input, p, training, mask_shape):  # noqa: A002
+    _check_p(p, "alpha_dropout")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    dt = input._data.dtype
+    keep = _keep_mask(mask_shape, p, dt)
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+    b = (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
+    return input * _const((keep * a).astype(dt)) + _const(b.astype(dt))
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):  # noqa: A002
+    """Dropout that keeps the self-normalising property of SELU networks."""
+    return _alpha_dropout(input, p, training, input._data.shape)
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):  # noqa: A002
+    s = input._data.shape
+    return _alpha_dropout(input, p, training, s[:2] + (1,) * (len(s) - 2))
+
+
+# ---------------------------------------------------------------------------
+# distances
+# ---------------------------------------------------------------------------
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """``x1 . x2 / max(||x1|| * ||x2||, eps)`` along ``dim`` (broadcasting)."""
+    w12 = _sum(x1 * x2, dim)
+    n1 = _sum(x1 * x1, dim)
+    n2 = _sum(x2 * x2, dim)
+    return w12 / E.sqrt(E.clamp(n1 * n2, min=eps * eps))
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    """``||x1 - x2 + eps||_p`` over the last dimension."""
+    d = x1 - x2 + eps
+    return _pnorm(d, p, -1, keepdim=keepdim)
+
+
+# ---------------------------------------------------------------------------
+# losses
+# ---------------------------------------------------------------------------
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  "reduction='mean' (or 'sum'/'none') instead.", stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _reduce(loss, reduction, op):
+    if reduction == "mean":
+        return _mean(loss)
+    if reduction == "sum":
+        return _sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                     "(use 'none', 'mean' or 'sum')")
+
+
+def _check_pair(input, target, op):  # noqa: A002
+    _require_float(input, op)
+    if input._data.shape != target._data.shape:
+        warnings.warn(
+            f"{op}: Using a target size ({list(target.shape)}) that is different to the input "
+            f"size ({list(input.shape)}). This will likely lead to incorrect results due to "
+            "broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+             weight=None):
+    """Mean squared error ``(input - target)^2``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "mse_loss"), _t(target, "mse_loss")
+    _check_pair(input, target, "mse_loss")
+    d = input - target
+    loss = d * d
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+            weight=None):
+    """Mean absolute error ``|input - target|``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "l1_loss"), _t(target, "l1_loss")
+    _check_pair(input, target, "l1_loss")
+    loss = E.abs(input - target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+                   beta: float = 1.0):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "smooth_l1_loss"), _t(target, "smooth_l1_loss")
+    _check_pair(input, target, "smooth_l1_loss")
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = input - target
+    ad = E.abs(d)
+    if beta == 0.0:
+        loss = ad
+    else:
+        loss = E.where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):  # noqa: A002
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    input, target = _t(input, "huber_loss"), _t(target, "huber_loss")
+    _check_pair(input, target, "huber_loss")
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = input - target
+    ad = E.abs(d)
+    loss = E.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
+             reduce=None, reduction: str = "mean"):
+    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.
+
+    ``input`` is ``(N, C)``, ``(N, C, d1, ...)`` or ``(C,)``; ``target`` holds class indices.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "nll_loss"), _t(target, "nll_loss")
+    _require_float(input, "nll_loss")
+    return nll_loss_nd(input, target, weight, reduction, ignore_index, "nll_loss")
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+    """Cross entropy between logits ``input`` (class dimension 1) and ``target``.
+
+    ``target`` is either class indices (integer, shape ``(N, d1, ...)``) or class
+    probabilities (float, same shape as ``input``).  Computed as
+    ``nll_loss(log_softmax(input, 1))``, both fused and numerically stable.
+
+    >>> F.cross_entropy(dg.zeros(2, 3), dg.tensor([0, 2]))
+    tensor(1.0986)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "cross_entropy"), _t(target, "cross_entropy")
+    _require_float(input, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: "
+                         f"{label_smoothing}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: {reduction!r} is not a valid value for reduction")
+    nd = input._data.ndim
+    cdim = 0 if nd == 1 else 1
+    logp = log_softmax(input, cdim)
+    c = input._data.shape[cdim]
+    if target._data.dtype.kind == "f":
+        return _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c,
+                                    cdim)
+    nll = nll_loss_nd(logp, target, weight, reduction, ignore_index, "cross_entropy")
+    if label_smoothing == 0.0:
+        return nll
+    wshape = [1] * nd
+    wshape[cdim] = c
+    if weight is not None:
+        smooth = -_sum(logp * reshape(weight, *wshape), cdim)
+    else:
+        smooth = -_sum(logp, cdim)
+    t = target._data
+    ignored = t == ignore_index
+    if ignored.any():
+        smooth = smooth * _const((~ignored).astype(input._data.dtype))
+    if reduction == "mean":
+        if weight is not None:
+            wt = weight._data[np.where(ignored, 0, t)][~ignored]
+            denom = wt.sum()
+        else:
+            denom = (~ignored).sum()
+        smooth = _sum(smooth) / float(denom)
+    elif reduction == "sum":
+        smooth = _sum(smooth)
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c, cdim):  # noqa: A002
+    if target._data.shape != input._data.shape:
+        raise RuntimeError(
+            f"cross_entropy: class-probability targets must have the same shape as the input "
+            f"{list(input.shape)}, got {list(target.shape)}")
+    if label_smoothing > 0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / c
+    prod = logp * target
+    if weight is not None:
+        wshape = [1] * input._data.ndim
+        wshape[cdim] = c
+        prod = prod * reshape(weight, *wshape)
+    loss = -_sum(prod, cdim)
+    if reduction == "mean":
+        n = input._data.size // c if c else 0
+        return _sum(loss) / float(n) if n else _sum(loss) * float("nan")
+    if reduction == "sum":
+        return _sum(loss)
+    return loss
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+                         reduction: str = "mean"):
+    """``-(t log(x) + (1 - t) log(1 - x))`` for probabilities ``x`` (logs clamped at -100)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "binary_cross_entropy"), _t(target, "binary_cross_entropy")
+    _require_float(input, "binary_cross_entropy")
+    if input._data.shape != target._data.shape:
+        raise ValueError(
+            f"binary_cross_entropy: Using a target size ({list(target.shape)}) that is "
+            f"different to the input size ({list(input.shape)}) is deprecated. Please ensure "
+            "they have the same size.")
+    x = input._data
+    if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1):
+        raise RuntimeError(
+            "binary_cross_entropy: all elements of input should be between 0 and 1 (they are "
+            "probabilities); for logits use binary_cross_entropy_with_logits / BCEWithLogitsLoss")
+    loss = -(target * E.clamp(E.log(input), min=-100.0)
+             + (1.0 - target) * E.clamp(E.log(1.0 - input), min=-100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
+                                     reduce=None, reduction: str = "mean", pos_weight=None):
+    """Sigmoid + binary cross entropy in one stable expression (log-sum-exp form)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input = _t(input, "binary_cross_entropy_with_logits")
+    target = _t(target, "binary_cross_entropy_with_logits")
+    _require_float(input, "binary_cross_entropy_with_logits")
+    if input._data.shape != target._data.shape:
+        raise ValueError(
+            f"binary_cross_entropy_with_logits: Target size ({list(target.shape)}) must be the "
+            f"same as input size ({list(input.shape)})")
+    # softplus(-x) = log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0), exact and stable
+    sp = E.log1p(E.exp(-E.abs(input))) + E.relu(-input)
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + log_weight * sp
+    else:
+        loss = (1.0 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+           log_target: bool = False):
+    """Kullback-Leibler divergence ``target * (log(target) - input)``; ``input`` is log-probabilities."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _t(input, "kl_div"), _t(target, "kl_div")
+    if reduction == "mean":
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support "
+            "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+            "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+            "major release.", stacklevel=2)
+    if log_target:
+        loss = E.exp(target) * (target - input)
+    else:
+        loss = E.xlogy(target, target) - target * input
+    if reduction == "batchmean":
+        if input._data.ndim == 0:
+            return _sum(loss)
+        return _sum(loss) / float(input._data.shape[0])
+    return _reduce(loss, reduction, "kl_div")
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None,
+                          reduce=None, reduction: str = "mean"):
+    """``1 - cos(x1, x2)`` for ``target == 1``; ``max(0, cos(x1, x2) - margin)`` for ``-1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    eps = 1e-12
+    dim = input1._data.ndim - 1
+    prod = _sum(input1 * input2, dim)
+    mag = E.sqrt((_sum(input1 * input1, dim) + eps) * (_sum(input2 * input2, dim) + eps))
+    cos = prod / mag
+    zeros = cos * 0.0
+    pos = E.where(target == 1, 1.0 - cos, zeros)
+    neg = E.where(target == -1, E.clamp(cos - margin, min=0.0), zeros)
+    return _reduce(pos + neg, reduction, "cosine_embedding_loss")
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean"):
+    """``max(0, -target * (x1 - x2) + margin)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = E.clamp(-target * (input1 - input2) + margin, min=0.0)
+    return _reduce(loss, reduction, "margin_ranking_loss")
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):  # noqa: A002
+    """``log(1 + exp(-target * input))``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    z = -target * input
+    loss = E.log1p(E.exp(-E.abs(z))) + E.relu(z)
+    return _reduce(loss, reduction, "soft_margin_loss")
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,  # noqa: A002
+                         reduction: str = "mean"):
+    """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    zeros = input * 0.0
+    margin_clamp = E.clamp(margin - input, min=0.0)
+    loss = E.where(target == 1, input, zeros) + E.where(target == -1, margin_clamp, zeros)
+    return _reduce(loss, reduction, "hinge_embedding_loss")
+
+
+def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,  # noqa: A002
+                     size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean"):
+    """Poisson negative log-likelihood (optionally with Stirling's term)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = E.exp(input) - target * input
+    else:
+        loss = input - target * E.log(input + eps)
+    if full:
+        t = target
+        stirling = t * E.log(t) - t + E.log(t * (2 * math.pi)) * 0.5
+        loss = loss + E.where(t > 1, stirling, t * 0.0)
+    return _reduce(loss, reduction, "poisson_nll_loss")
+
+
+def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,  # noqa: A002
+                      reduction: str = "mean"):
+    """``0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps))`` (+ const if ``full``)."""
+    if var._data.shape != input._data.shape:
+        if input._data.shape[:-1] == var._data.shape:
+            var = reshape(var, *var.shape, 1)
+        elif not (input._data.shape[:-1] == var._data.shape[:-1] and var._data.shape[-1:] == (1,)):
+            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {list(var.shape)} for "
+                             f"input of shape {list(input.shape)}")
+    if np.any(var._data < 0):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    v = E.clamp(var.detach(), min=eps)
+    v = var + (v - var).detach()  # clamp without blocking the gradient, as PyTorch does
+    d = input - target
+    loss = (E.log(v) + d * d / v) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean"):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``pairwise_distance``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    dp = pairwise_distance(anchor, positive, p, eps)
+    dn = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        ds = pairwise_distance(positive, negative, p, eps)
+        dn = E.minimum(dn, ds)
+    loss = E.clamp(dp - dn + margin, min=0.0)
+    return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+                                reduction: str = "mean"):
+    """Mean over classes of the binary cross entropy of ``sigmoid(input)`` and ``target``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = _mean(loss, input._data.ndim - 1)
+    return _reduce(loss, reduction, "multilabel_soft_margin_loss")
+
+
+# ---------------------------------------------------------------------------
+# shape helpers owned elsewhere
+# ---------------------------------------------------------------------------
+
+def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002
+    """Pad ``input`` (``dyngraph.ops.shape.pad``; see there)."""
+    from ..ops import shape as _shape  # noqa: PLC0415
+
+    fn = getattr(_shape, "pad", None)
+    if fn is None:
+        raise NotImplementedError("pad: dyngraph.ops.shape.pad is not available yet")
+    return fn(input, pad, mode=mode, value=value)
+
+
+_ = (_dt, embedding_p)
+
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
 try:
-    from .functional_conv import *  # noqa: F401,F403
+    from .functional_conv import *  # noqa: F401,F403,E402
 except ImportError:
     pass
 try:
-    from .functional_attention import *  # noqa: F401,F403
+    from .functional_attention import *  # noqa: F401,F403,E402
 except ImportError:
     pass

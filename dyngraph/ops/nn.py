@@ -1,3 +1,373 @@
-"""Placeholder filled by its owner; see docs/internals.md."""
+"""Fused neural-network primitives: softmax, log_softmax, nll_loss, embedding, linear.
 
-__all__: list = []
+These are primitives (rather than compositions) for numerical stability
+(``log_softmax`` subtracts the maximum before exponentiating) or speed (one
+node instead of three for ``linear``; no dense one-hot for ``nll_loss`` and
+``embedding``).  Every rule is written with primitives, so second-order
+gradients work.  The higher-level functions (``cross_entropy``, layer
+normalisation, ...) live in :mod:`dyngraph.nn.functional`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor, _wrap_dim
+from ._util import as_tensor_arg, install
+from .elementwise import exp_p
+from .linalg import matmul_p
+from .reduction import sum_p, sum_to_shape_p
+from .registry import bind, primitive
+from .shape import reshape_p
+
+__all__ = ["softmax", "log_softmax", "linear", "embedding", "nll_loss_nd"]
+
+
+def _raw(a):
+    return a._data if isinstance(a, Tensor) else a
+
+
+# ---------------------------------------------------------------------------
+# softmax / log_softmax
+# ---------------------------------------------------------------------------
+
+@primitive("log_softmax", promote="float", save_output=True)
+def log_softmax_p(x, dim=-1):
+    if x.size == 0:
+        return x.copy()
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+def _log_softmax_vjp(g, out, x, dim=-1):
+    return g - exp_p(out) * sum_p(g, dim=(dim,), keepdim=True)
+
+
+log_softmax_p.defvjp(_log_softmax_vjp)
+
+
+@primitive("softmax", promote="float", save_output=True)
+def softmax_p(x, dim=-1):
+    if x.size == 0:
+        return x.copy()
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    e /= e.sum(axis=dim, keepdims=True)
+    return e
+
+
+def _softmax_vjp(g, out, x, dim=-1):
+    return out * (g - sum_p(g * out, dim=(dim,), keepdim=True))
+
+
+softmax_p.defvjp(_softmax_vjp)
+
+
+def _softmax_dim(ndim: int) -> int:
+    # PyTorch's legacy choice when dim is not given (with a deprecation warning)
+    import warnings  # noqa: PLC0415
+
+    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_args(input, dim, dtype, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    if dtype is not None:
+        input = input.to(dtype)
+    nd = input._data.ndim
+    if dim is None:
+        dim = _softmax_dim(nd)
+    d = _wrap_dim(dim, nd, op) if nd else 0
+    return input, d
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """``log(softmax(input))`` along ``dim``, computed stably in one primitive.
+
+    >>> dg.log_softmax(dg.tensor([1.0, 2.0, 3.0]), dim=0)
+    tensor([-2.4076, -1.4076, -0.4076])
+    """
+    input, d = _softmax_args(input, dim, dtype, "log_softmax")
+    if input._data.ndim == 0:
+        return bind(log_softmax_p, (reshape_p(input, shape=(1,)),), {"dim": 0}).reshape(())
+    return bind(log_softmax_p, (input,), {"dim": d})
+
+
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """``exp(x) / exp(x).sum(dim)``, computed stably (the maximum is subtracted first).
+
+    >>> dg.softmax(dg.tensor([1.0, 1.0]), dim=0)
+    tensor([0.5000, 0.5000])
+    """
+    input, d = _softmax_args(input, dim, dtype, "softmax")
+    if input._data.ndim == 0:
+        return bind(softmax_p, (reshape_p(input, shape=(1,)),), {"dim": 0}).reshape(())
+    return bind(softmax_p, (input,), {"dim": d})
+
+
+install({
+    "softmax": lambda self, dim=None, dtype=None: softmax(self, dim, dtype=dtype),
+    "log_softmax": lambda self, dim=None, dtype=None: log_softmax(self, dim, dtype=dtype),
+})
+
+
+# ---------------------------------------------------------------------------
+# linear: x @ W.T + b in one node
+# ---------------------------------------------------------------------------
+
+@primitive("linear", promote="same", save_inputs=True)
+def linear_p(x, w, b=None):
+    out = np.matmul(x, w.T)
+    if b is not None:
+        out += b
+    return out
+
+
+def _flat2(a, last):
+    return reshape_p(a, shape=(-1, last)) if a.ndim != 2 else a
+
+
+def _linear_vjp_x(g, out, x, w, b=None):
+    return matmul_p(g, w)
+
+
+def _linear_vjp_w(g, out, x, w, b=None):
+    if x.ndim == 1:
+        return reshape_p(g, shape=(-1, 1)) * reshape_p(x, shape=(1, -1))
+    gf = _flat2(g, g.shape[-1])
+    xf = _flat2(x, x.shape[-1])
+    return matmul_p(gf.mT, xf)
+
+
+def _linear_vjp_b(g, out, x, w, b=None):
+    return sum_to_shape_p(g, shape=tuple(b.shape))
+
+
+linear_p.defvjp(_linear_vjp_x, _linear_vjp_w, _linear_vjp_b)
+
+
+def linear(input, weight, bias=None):  # noqa: A002
+    """``input @ weight.T + bias`` (one fused node).
+
+    >>> dg.linear(dg.ones(2, 3), dg.ones(4, 3)).shape
+    dyngraph.Size([2, 4])
+    """
+    xs, ws = input._data.shape, weight._data.shape
+    if weight._data.ndim != 2 or not xs or xs[-1] != ws[1]:
+        raise RuntimeError(
+            f"linear: expected input with last dimension {ws[-1] if ws else '?'} to match "
+            f"weight of shape {list(ws)} (out_features x in_features), got input of shape "
+            f"{list(xs)}")
+    if input._data.dtype != weight._data.dtype:
+        raise RuntimeError(
+            f"linear: input dtype {input.dtype} and weight dtype {weight.dtype} differ: "
+            "convert one with .to(dtype) (e.g. model.double() or x.float())")
+    if bias is None:
+        return bind(linear_p, (input, weight))
+    if bias._data.shape not in ((ws[0],), (), (1,)):
+        raise RuntimeError(
+            f"linear: bias of shape {list(bias.shape)} does not match out_features={ws[0]}")
+    return bind(linear_p, (input, weight, bias))
+
+
+# ---------------------------------------------------------------------------
+# embedding: rows of a table, and the scatter-add that is its gradient
+# ---------------------------------------------------------------------------
+
+@primitive("embedding", save_inputs=True, nondiff_argnums=(1,))
+def embedding_p(weight, indices, padding_idx=-1, scale_grad_by_freq=False):
+    return weight[indices]
+
+
+@primitive("embedding_backward", save_inputs=True, nondiff_argnums=(1,))
+def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_by_freq=False):
+    flat = indices.reshape(-1)
+    gf = g.reshape(flat.size, -1)
+    out = np.zeros((num_weights, gf.shape[1]), dtype=g.dtype)
+    if scale_grad_by_freq:
+        counts = np.bincount(flat, minlength=num_weights).astype(g.dtype)
+        gf = gf / counts[flat][:, None]
+    np.add.at(out, flat, gf)
+    if padding_idx >= 0:
+        out[padding_idx] = 0
+    return out.reshape((num_weights,) + g.shape[indices.ndim:])
+
+
+def _keep_rows(indices, padding_idx, scale_grad_by_freq, num_weights, dtype, ndim_row):
+    """Constant factors applied to gathered rows: 0 for padding, 1/count when scaling."""
+    idx = _raw(indices)
+    f = np.ones(idx.shape, dtype=dtype)
+    if scale_grad_by_freq:
+        counts = np.bincount(idx.reshape(-1), minlength=num_weights)
+        f = f / counts[idx]
+    if padding_idx >= 0:
+        f = f * (idx != padding_idx)
+    return f.reshape(idx.shape + (1,) * ndim_row).astype(dtype, copy=False)
+
+
+def _embedding_vjp(g, out, weight, indices, padding_idx=-1, scale_grad_by_freq=False):
+    return embedding_backward_p(g, indices, num_weights=weight.shape[0], padding_idx=padding_idx,
+                                scale_grad_by_freq=scale_grad_by_freq)
+
+
+def _embedding_backward_vjp(gg, out, g, indices, num_weights=0, padding_idx=-1,
+                            scale_grad_by_freq=False):
+    rows = embedding_p(gg, indices)
+    if padding_idx < 0 and not scale_grad_by_freq:
+        return rows
+    ndim_row = len(g.shape) - _raw(indices).ndim
+    return rows * _keep_rows(indices, padding_idx, scale_grad_by_freq, num_weights,
+                             _raw(g).dtype, ndim_row)
+
+
+embedding_p.defvjp(_embedding_vjp, None)
+embedding_backward_p.defvjp(_embedding_backward_vjp, None)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,  # noqa: A002
+              scale_grad_by_freq: bool = False, sparse: bool = False):
+    """Rows of ``weight`` selected by the integer tensor ``input`` (functional form).
+
+    >>> dg.embedding(dg.tensor([0, 2]), dg.eye(3))
+    tensor([[1., 0., 0.],
+            [0., 0., 1.]])
+    """
+    idx = as_tensor_arg(input, "embedding")
+    if idx._data.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"embedding: expected an integer tensor of indices (int64 or int32), got "
+            f"{idx.dtype} of shape {list(idx.shape)}; convert it with .long()")
+    n = weight._data.shape[0]
+    if idx._data.size:
+        lo, hi = int(idx._data.min()), int(idx._data.max())
+        if lo < 0 or hi >= n:
+            bad = hi if hi >= n else lo
+            raise IndexError(
+                f"embedding: index {bad} is out of range for an embedding table with "
+                f"{n} rows (num_embeddings={n}); indices must be in [0, {n - 1}]")
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx < 0:
+        padding_idx += n
+    if max_norm is not None:
+        embedding_renorm_(weight, idx, max_norm, norm_type)
+    return bind(embedding_p, (weight, idx), {"padding_idx": int(padding_idx),
+                                             "scale_grad_by_freq": bool(scale_grad_by_freq)})
+
+
+def embedding_renorm_(weight, indices, max_norm: float, norm_type: float = 2.0):
+    """Rescale, in place, the rows of ``weight`` used by ``indices`` whose norm exceeds ``max_norm``."""
+    rows = np.unique(_raw(indices).reshape(-1))
+    w = weight._data
+    sub = w[rows]
+    norms = np.linalg.norm(sub.reshape(len(rows), -1), ord=norm_type, axis=1) \
+        if np.isfinite(norm_type) else np.abs(sub.reshape(len(rows), -1)).max(axis=1)
+    scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+    w[rows] = sub * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    vc = weight._vc
+    if vc is None:
+        weight._vc = [1]
+    else:
+        vc[0] += 1
+    return weight
+
+
+# ---------------------------------------------------------------------------
+# nll_loss: picks -w[t] * logp[t]; its gradient is a constant sparse mask times g
+# ---------------------------------------------------------------------------
+
+def _nll_terms(target, weight, ignore_index, n_classes, dtype):
+    """Per-element weights w[target] (0 where ignored) and the clipped target."""
+    t = target
+    valid = t != ignore_index
+    safe = np.where(valid, t, 0)
+    w = np.ones(t.shape, dtype=dtype) if weight is None else weight[safe].astype(dtype, copy=False)
+    return w * valid, safe
+
+
+@primitive("nll_loss", save_inputs=True, nondiff_argnums=(1, 2))
+def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
+    c = logp.shape[1]
+    w, safe = _nll_terms(target, weight, ignore_index, c, logp.dtype)
+    picked = np.take_along_axis(logp, np.expand_dims(safe, 1), axis=1).squeeze(1)
+    losses = -w * picked
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return np.asarray(losses.sum(), dtype=logp.dtype)
+    total = w.sum()
+    return np.asarray(losses.sum() / total, dtype=logp.dtype)
+
+
+def _nll_mask(logp, target, weight, reduction, ignore_index):
+    """The constant array d(loss)/d(logp) for a unit cotangent (shape of logp)."""
+    shape = tuple(logp.shape)
+    dtype = _raw(logp).dtype if not hasattr(logp, "_data") else logp._data.dtype
+    t = _raw(target)
+    wt = None if weight is None else _raw(weight)
+    w, safe = _nll_terms(t, wt, ignore_index, shape[1], dtype)
+    if reduction == "mean":
+        w = w / w.sum()
+    mask = np.zeros(shape, dtype=dtype)
+    np.put_along_axis(mask, np.expand_dims(safe, 1), np.expand_dims(-w, 1), axis=1)
+    return mask
+
+
+def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-100):
+    mask = _nll_mask(logp, target, weight, reduction, ignore_index)
+    if reduction == "none":
+        shape = tuple(g.shape)
+        g = reshape_p(g, shape=shape[:1] + (1,) + shape[1:])
+    return g * mask
+
+
+nll_loss_p.defvjp(_nll_vjp, None, None)
+
+
+def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mean",
+                ignore_index: int = -100, op: str = "nll_loss") -> Tensor:
+    """Negative log-likelihood over class dimension 1 of ``logp`` ``(N, C, d1, ...)``.
+
+    Checks the target (integer dtype, shape, class range) and names ``op`` in errors.
+    """
+    ld, td = logp._data, target._data
+    if td.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"{op}: expected target of class indices with an integer dtype (int64), got "
+            f"{target.dtype} of shape {list(target.shape)}; use .long(), or pass class "
+            "probabilities with the same shape as the input")
+    if ld.ndim == 1:
+        if td.ndim != 0:
+            raise ValueError(
+                f"{op}: for an unbatched input of shape {list(ld.shape)} the target must be a "
+                f"0-d tensor of one class index, got shape {list(td.shape)}")
+        out = nll_loss_nd(reshape_p(logp, shape=(1,) + ld.shape),
+                          Tensor._make(td.reshape(1), False, None, 0), weight, reduction,
+                          ignore_index, op)
+        return reshape_p(out, shape=()) if reduction == "none" else out
+    if ld.ndim < 1 or td.shape != ld.shape[:1] + ld.shape[2:]:
+        raise ValueError(
+            f"{op}: expected target of shape {list(ld.shape[:1] + ld.shape[2:])} for input of "
+            f"shape {list(ld.shape)} (N, C, d1, ...), got target of shape {list(td.shape)}")
+    c = ld.shape[1]
+    if td.size:
+        valid = td[td != ignore_index]
+        if valid.size:
+            lo, hi = int(valid.min()), int(valid.max())
+            if lo < 0 or hi >= c:
+                bad = hi if hi >= c else lo
+                raise IndexError(
+                    f"{op}: target class index {bad} is out of range for {c} classes "
+                    f"(valid indices are 0..{c - 1}, or ignore_index={ignore_index})")
+    if weight is not None:
+        if weight._data.shape != (c,):
+            raise RuntimeError(
+                f"{op}: weight should be a 1D tensor of size {c} (one per class), got shape "
+                f"{list(weight.shape)}")
+        if weight._data.dtype != ld.dtype:
+            weight = weight.to(logp.dtype)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+    params = {"reduction": reduction, "ignore_index": int(ignore_index)}
+    return bind(nll_loss_p, (logp, target, weight), params)

@@ -1,0 +1,39 @@
+"""Helpers shared by layers: creating parameters with ``device=``/``dtype=`` factory kwargs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+from .parameter import Parameter
+
+
+def new_param(shape, device=None, dtype=None) -> Parameter:
+    """An uninitialised (zero) parameter; ``reset_parameters`` fills it."""
+    np_dtype = _dt.default_float_np() if dtype is None else _dt.to_numpy_dtype(dtype)
+    t = Tensor._make(np.zeros(tuple(shape), dtype=np_dtype), False, None, 0)
+    if device is not None:
+        t = t.to(device)
+    return Parameter(t)
+
+
+def new_buffer(array, device=None) -> Tensor:
+    t = Tensor._make(np.asarray(array), False, None, 0)
+    if device is not None:
+        t = t.to(device)
+    return t
+
+
+def float_dtype(dtype=None):
+    return _dt.default_float_np() if dtype is None else _dt.to_numpy_dtype(dtype)
+
+
+def check_input(module, x, op_desc: str = "") -> None:
+    """Loud error for non-tensors and integer inputs to layers that need floats."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"expected a dyngraph Tensor as input, got {type(x).__name__}")
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(
+            f"expected a floating-point input, got {x.dtype} of shape {list(x.shape)}; convert "
+            "it with .float() (or .double() for a float64 model)")

@@ -1,0 +1,326 @@
+"""Activation layers: thin modules over :mod:`dyngraph.nn.functional`."""
+
+from __future__ import annotations
+
+from ..ops import elementwise as E  # noqa: N812
+from . import functional as F  # noqa: N812
+from ._factory import new_param
+from .init import constant_
+from .module import Module
+
+__all__ = [
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid",
+    "Tanh", "Softplus", "Softmax", "LogSoftmax", "Softmin", "Softmax2d", "Hardtanh",
+    "Hardswish", "Hardsigmoid", "PReLU", "LogSigmoid", "Softsign", "Tanhshrink", "Softshrink",
+    "Hardshrink", "Threshold", "GLU", "RReLU",
+]
+
+
+def _inplace_str(inplace: bool) -> str:
+    return "inplace=True" if inplace else ""
+
+
+class ReLU(Module):
+    """``max(0, x)`` elementwise."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.relu(input, self.inplace) if self.inplace else E.relu(input)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class ReLU6(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.relu6(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError("Hardtanh: min_val cannot be greater than max_val")
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        s = f"min_val={self.min_val}, max_val={self.max_val}"
+        return s + (", inplace=True" if self.inplace else "")
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 1e-2, inplace: bool = False):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class SELU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):  # noqa: A002
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.silu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class Mish(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.mish(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class Hardswish(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.hardswish(input, self.inplace)
+
+
+class Hardsigmoid(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Sigmoid(Module):
+    def forward(self, input):  # noqa: A002
+        return E.sigmoid(input)
+
+
+class Tanh(Module):
+    def forward(self, input):  # noqa: A002
+        return E.tanh(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input):  # noqa: A002
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    def forward(self, input):  # noqa: A002
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):  # noqa: A002
+        return F.tanhshrink(input)
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):  # noqa: A002
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + \
+            (", inplace=True" if self.inplace else "")
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class RReLU(Module):
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class _SoftmaxBase(Module):
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_SoftmaxBase):
+    """``exp(x) / sum(exp(x))`` along ``dim``."""
+
+    def forward(self, input):  # noqa: A002
+        return F.softmax(input, self.dim)
+
+
+class LogSoftmax(_SoftmaxBase):
+    def forward(self, input):  # noqa: A002
+        return F.log_softmax(input, self.dim)
+
+
+class Softmin(_SoftmaxBase):
+    def forward(self, input):  # noqa: A002
+        return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channel dimension of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+
+    def forward(self, input):  # noqa: A002
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input dimension 3 or 4, got {input.dim()}")
+        return F.softmax(input, -3)
+
+
+class PReLU(Module):
+    """``max(0, x) + weight * min(0, x)`` with a learnable slope (one, or one per channel)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = new_param((num_parameters,), device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        constant_(self.weight, self.init)
+
+    def forward(self, input):  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

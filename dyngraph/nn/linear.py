@@ -1,0 +1,111 @@
+"""Identity, Linear and Bilinear layers."""
+
+from __future__ import annotations
+
+import math
+
+from ..ops.nn import linear_p
+from ..ops.registry import bind
+from ..tensor import Tensor
+from . import functional as F  # noqa: N812
+from . import init
+from ._factory import new_param
+from .module import Module
+
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]
+
+
+class Identity(Module):
+    """Returns its input unchanged (arguments are accepted and ignored)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):  # noqa: A002
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``.
+
+    Default initialisation as PyTorch: weight and bias from U(-1/sqrt(in_features),
+    1/sqrt(in_features)).
+
+    >>> dg.nn.Linear(4, 3)(dg.randn(2, 4)).shape
+    dyngraph.Size([2, 3])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = new_param((out_features, in_features), device, dtype)
+        if bias:
+            self.bias = new_param((out_features,), device, dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        w = self._parameters["weight"]
+        d = input._data
+        if not d.ndim or d.shape[-1] != self.in_features:
+            raise RuntimeError(
+                f"expected input with last dimension {self.in_features} (in_features), got "
+                f"shape {list(d.shape)}")
+        if d.dtype != w._data.dtype:
+            raise RuntimeError(
+                f"input dtype {input.dtype} does not match the layer's weight dtype {w.dtype}; "
+                "convert the input (x.to(dtype)) or the model (model.to(dtype))")
+        b = self._parameters["bias"]
+        return bind(linear_p, (input, w) if b is None else (input, w, b))
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class LazyLinear(Module):
+    """Not supported: dyngraph has no lazy (shape-inferring) modules."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "LazyLinear is not supported by dyngraph: use nn.Linear(in_features, out_features)")
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` with ``weight`` of shape ``(out, in1, in2)``."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = new_param((out_features, in1_features, in2_features), device, dtype)
+        if bias:
+            self.bias = new_param((out_features,), device, dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
