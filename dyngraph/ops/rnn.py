@@ -1,0 +1,434 @@
+"""Fused recurrent-layer primitives: one node runs a whole LSTM / GRU / Elman layer.
+
+A recurrent layer over T steps written with elementwise primitives records
+~12 nodes per step and sums ``T`` weight gradients one by one.  Here one
+primitive runs the time loop in NumPy (per step: one GEMM ``h @ W_hh^T`` and
+the fused gate math), and its backward runs back-propagation through time in
+one pass: per step one GEMM for ``dh``; the weight gradient is a single GEMM
+over all steps at the end.  The input projection ``x @ W_ih^T + b`` is *not*
+inside the primitive: callers compute it for all steps at once with
+``linear`` (one large GEMM), and its gradients come from ``linear``'s rules.
+
+Layout: the sequence is *packed* -- rows of all time steps stacked, step ``t``
+holding ``batch_sizes[t]`` rows (non-increasing), exactly
+:class:`~dyngraph.nn.utils.rnn.PackedSequence`'s ``data``.  A padded batch is
+the special case ``batch_sizes = (B,) * T``.  ``reverse=True`` runs the steps
+from last to first (the backward direction of a bidirectional layer); a
+sequence then starts from its initial state at its own last step.
+
+Derivatives: ``backward_node`` computes all input gradients in one pass.
+Under ``create_graph=True`` (higher-order gradients) it instead re-runs the
+layer as a composition of differentiable primitives and differentiates that,
+so gradients of gradients are exact too.
+
+Hidden extra outputs (gate activations, cell states) are what the backward
+pass reads; the public wrappers return only the PyTorch-visible outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+from .registry import Primitive, bind
+
+__all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
+
+
+def _offsets(batch_sizes):
+    offs = [0]
+    for b in batch_sizes:
+        offs.append(offs[-1] + b)
+    return offs
+
+
+def _sigmoid_(a):
+    """In-place logistic function (1 / (1 + exp(-a)), as PyTorch computes it)."""
+    np.negative(a, out=a)
+    with np.errstate(over="ignore"):
+        np.exp(a, out=a)
+    a += 1.0
+    np.reciprocal(a, out=a)
+
+
+def _prev_rows(states, init, offs, batch_sizes, t, reverse):
+    """State each row of step ``t`` starts from (rows of the previous step, or ``init``)."""
+    r = batch_sizes[t]
+    last = len(batch_sizes) - 1
+    if (t == 0 and not reverse) or (t == last and reverse):
+        return init[:r]
+    p = t + 1 if reverse else t - 1
+    rp = min(batch_sizes[p], r)
+    prev = states[offs[p]:offs[p] + rp]
+    if rp == r:
+        return prev
+    return np.concatenate([prev, init[rp:r]], axis=0)
+
+
+class _FusedRecurrent(Primitive):
+    """A primitive whose node computes all input gradients in one backward pass."""
+
+    def __init__(self, name, impl, backward, reference, n_visible):
+        super().__init__(name, impl, save_inputs=True, save_output=True, n_outputs=-1)
+        self.fused_backward = backward
+        self.reference = reference
+        self.n_visible = n_visible
+
+    def backward_node(self, node, grads, create_graph):
+        saved = node.saved
+        versions = node.saved_versions or ()
+        for i, (a, v) in enumerate(zip(saved, versions, strict=False)):
+            vc = getattr(a, "_vc", None)
+            if v is not None and vc is not None and vc[0] != v:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: input {i} of '{self.name}' (shape {list(a.shape)}) is at "
+                    f"version {vc[0]}; expected version {v}. Clone it before modifying it in place.")
+        grads = list(grads)[:self.n_visible]
+        if create_graph:
+            return self._higher_order(node, grads)
+        inputs = [a._data if isinstance(a, Tensor) else a for a in saved]
+        gs = [g._data if isinstance(g, Tensor) else g for g in grads]
+        result = self.fused_backward(gs, node.out, *inputs, **node.params)
+        return [r if e is not None else None for r, e in zip(result, node.edges, strict=True)]
+
+    def _higher_order(self, node, grads):
+        from ..autograd import grad as _grad  # noqa: PLC0415
+        from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
+
+        saved = list(node.saved)
+        idx = [i for i, e in enumerate(node.edges) if e is not None]
+        with enable_grad():
+            outs = self.reference(*saved, **node.params)
+            pairs = [(o, g) for o, g in zip(outs, grads, strict=True) if g is not None]
+            got = _grad([o for o, _ in pairs], [saved[i] for i in idx],
+                        [g if isinstance(g, Tensor) else Tensor._make(g, False, None, 0)
+                         for _, g in pairs],
+                        create_graph=True, allow_unused=True)
+        result = [None] * len(saved)
+        for i, gi in zip(idx, got, strict=True):
+            result[i] = gi
+        return result
+
+
+# ---------------------------------------------------------------------------
+# LSTM
+# ---------------------------------------------------------------------------
+
+def _lstm_forward(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
+    hsz = h0.shape[1]
+    offs = _offsets(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    acts = np.empty(xw.shape, dtype)
+    hs = np.empty((xw.shape[0], hsz), dtype)
+    cs = np.empty((xw.shape[0], hsz), dtype)
+    h = np.array(h0, dtype=dtype)
+    c = np.array(c0, dtype=dtype)
+    wt = w_hh.T
+    steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        a = acts[sl]
+        np.matmul(h[:r], wt, out=a)
+        a += xw[sl]
+        _sigmoid_(a[:, :2 * hsz])
+        np.tanh(a[:, 2 * hsz:3 * hsz], out=a[:, 2 * hsz:3 * hsz])
+        _sigmoid_(a[:, 3 * hsz:])
+        cn = cs[sl]
+        np.multiply(a[:, hsz:2 * hsz], c[:r], out=cn)
+        cn += a[:, :hsz] * a[:, 2 * hsz:3 * hsz]
+        hn = hs[sl]
+        np.tanh(cn, out=hn)
+        hn *= a[:, 3 * hsz:]
+        h[:r] = hn
+        c[:r] = cn
+    return hs, h, c, acts, cs
+
+
+def _lstm_backward(grads, out, xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
+    ghs, ghn, gcn = grads
+    hs, _, _, acts, cs = out
+    hsz = h0.shape[1]
+    offs = _offsets(batch_sizes)
+    dtype = acts.dtype
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
+    dgates = np.empty(acts.shape, dtype)
+    hprev = np.empty(hs.shape, dtype)
+    steps = range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        if ghs is not None:
+            dh[:r] += ghs[sl]
+        a = acts[sl]
+        i, f, g, o = a[:, :hsz], a[:, hsz:2 * hsz], a[:, 2 * hsz:3 * hsz], a[:, 3 * hsz:]
+        tc = np.tanh(cs[sl])
+        hprev[sl] = _prev_rows(hs, h0, offs, batch_sizes, t, reverse)
+        cp = _prev_rows(cs, c0, offs, batch_sizes, t, reverse)
+        d = dgates[sl]
+        dht = dh[:r]
+        # output gate: do = dh * tanh(c) * o * (1 - o)
+        np.multiply(dht, tc, out=d[:, 3 * hsz:])
+        d[:, 3 * hsz:] *= o * (1.0 - o)
+        # cell: dc_t = dc + dh * o * (1 - tanh(c)^2)
+        dct = dht * o
+        dct *= 1.0 - tc * tc
+        dct += dc[:r]
+        np.multiply(dct, g, out=d[:, :hsz])
+        d[:, :hsz] *= i * (1.0 - i)
+        np.multiply(dct, cp, out=d[:, hsz:2 * hsz])
+        d[:, hsz:2 * hsz] *= f * (1.0 - f)
+        np.multiply(dct, i, out=d[:, 2 * hsz:3 * hsz])
+        d[:, 2 * hsz:3 * hsz] *= 1.0 - g * g
+        np.multiply(dct, f, out=dc[:r])
+        np.matmul(d, w_hh, out=dh[:r])
+    dw = dgates.T @ hprev
+    return [dgates, dh, dc, dw]
+
+
+def _lstm_reference(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
+    """The same layer as differentiable primitives (used for higher-order gradients)."""
+    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
+    from . import elementwise as E  # noqa: N812,PLC0415
+
+    hsz = h0.shape[1]
+
+    def cell(x, hw, h, c):
+        gates = x + hw
+        i = E.sigmoid(gates[:, :hsz])
+        f = E.sigmoid(gates[:, hsz:2 * hsz])
+        g = E.tanh(gates[:, 2 * hsz:3 * hsz])
+        o = E.sigmoid(gates[:, 3 * hsz:])
+        c2 = f * c + i * g
+        return o * E.tanh(c2), c2
+
+    with enable_grad():
+        hs, h, c = _scan(cell, xw, [h0, c0], w_hh, batch_sizes, reverse)
+    return hs, h[0], h[1]
+
+
+def _scan(cell, xw, init, w_hh, batch_sizes, reverse, extra=None):
+    """Unrolled loop over packed steps with differentiable ops (reference path)."""
+    from .. import cat  # noqa: PLC0415
+
+    offs = _offsets(batch_sizes)
+    wt = w_hh.mT
+    state = list(init)
+    outs = [None] * len(batch_sizes)
+    steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    for t in steps:
+        r = batch_sizes[t]
+        cur = [s[:r] for s in state]
+        hw = cur[0] @ wt
+        if extra is not None:
+            hw = hw + extra
+        new = cell(xw[offs[t]:offs[t] + r], hw, *cur)
+        new = list(new) if isinstance(new, tuple) else [new]
+        outs[t] = new[0]
+        state = [n if n.shape[0] == s.shape[0] else cat([n, s[r:]], 0) for n, s in zip(new, state, strict=True)]
+    return cat(outs, 0), state, None
+
+
+lstm_layer_p = _FusedRecurrent("lstm_layer", _lstm_forward, _lstm_backward, _lstm_reference, 3)
+
+
+def lstm_layer(xw, h0, c0, w_hh, batch_sizes, reverse=False):
+    """Run one LSTM direction over packed pre-activations ``xw = x @ W_ih^T + b`` (S, 4H).
+
+    Gate order is PyTorch's (i, f, g, o).  Returns ``(outputs (S, H), h_n, c_n)``.
+    """
+    hs, hn, cn, _, _ = bind(lstm_layer_p, (xw, h0, c0, w_hh),
+                            {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse)})
+    return hs, hn, cn
+
+
+# ---------------------------------------------------------------------------
+# GRU:  r, z = sigmoid(xw + hw);  n = tanh(xw_n + r * hw_n);  h' = (1 - z) * n + z * h
+# (hw = h @ W_hh^T + b_hh, so b_hn sits inside r * (...), as in PyTorch)
+# ---------------------------------------------------------------------------
+
+def _gru_forward(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    hsz = h0.shape[1]
+    offs = _offsets(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    acts = np.empty(xw.shape, dtype)
+    hwn = np.empty((xw.shape[0], hsz), dtype)
+    hs = np.empty((xw.shape[0], hsz), dtype)
+    h = np.array(h0, dtype=dtype)
+    wt = w_hh.T
+    steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        hw = h[:r] @ wt
+        if b_hh is not None:
+            hw += b_hh
+        a = acts[sl]
+        x = xw[sl]
+        np.add(x[:, :2 * hsz], hw[:, :2 * hsz], out=a[:, :2 * hsz])
+        _sigmoid_(a[:, :2 * hsz])
+        hwn[sl] = hw[:, 2 * hsz:]
+        n = a[:, 2 * hsz:]
+        np.multiply(a[:, :hsz], hw[:, 2 * hsz:], out=n)
+        n += x[:, 2 * hsz:]
+        np.tanh(n, out=n)
+        z = a[:, hsz:2 * hsz]
+        hn = hs[sl]
+        np.subtract(h[:r], n, out=hn)
+        hn *= z
+        hn += n
+        h[:r] = hn
+    return hs, h, acts, hwn
+
+
+def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    ghs, ghn = grads
+    hs, _, acts, hwn = out
+    hsz = h0.shape[1]
+    offs = _offsets(batch_sizes)
+    dtype = acts.dtype
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dxw = np.empty(acts.shape, dtype)
+    dhw = np.empty(acts.shape, dtype)
+    hprev = np.empty(hs.shape, dtype)
+    steps = range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        if ghs is not None:
+            dh[:r] += ghs[sl]
+        a = acts[sl]
+        rg, z, n = a[:, :hsz], a[:, hsz:2 * hsz], a[:, 2 * hsz:]
+        hp = _prev_rows(hs, h0, offs, batch_sizes, t, reverse)
+        hprev[sl] = hp
+        dht = dh[:r]
+        dx = dxw[sl]
+        dw = dhw[sl]
+        # n: dn_pre = dh * (1 - z) * (1 - n^2)
+        dnp = dx[:, 2 * hsz:]
+        np.multiply(dht, 1.0 - z, out=dnp)
+        dnp *= 1.0 - n * n
+        # z: dz_pre = dh * (h_prev - n) * z * (1 - z)
+        np.subtract(hp, n, out=dx[:, hsz:2 * hsz])
+        dx[:, hsz:2 * hsz] *= dht
+        dx[:, hsz:2 * hsz] *= z * (1.0 - z)
+        # r: dr_pre = dn_pre * hw_n * r * (1 - r)
+        np.multiply(dnp, hwn[sl], out=dx[:, :hsz])
+        dx[:, :hsz] *= rg * (1.0 - rg)
+        dw[:, :2 * hsz] = dx[:, :2 * hsz]
+        np.multiply(dnp, rg, out=dw[:, 2 * hsz:])
+        dhp = dht * z
+        dhp += dw @ w_hh
+        dh[:r] = dhp
+    dwh = dhw.T @ hprev
+    dbh = dhw.sum(0) if b_hh is not None else None
+    return [dxw, dh, dwh, dbh]
+
+
+def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
+    from . import elementwise as E  # noqa: N812,PLC0415
+
+    hsz = h0.shape[1]
+
+    def cell(x, hw, h):
+        r = E.sigmoid(x[:, :hsz] + hw[:, :hsz])
+        z = E.sigmoid(x[:, hsz:2 * hsz] + hw[:, hsz:2 * hsz])
+        n = E.tanh(x[:, 2 * hsz:] + r * hw[:, 2 * hsz:])
+        return (1 - z) * n + z * h
+
+    with enable_grad():
+        hs, state, _ = _scan(cell, xw, [h0], w_hh, batch_sizes, reverse, extra=b_hh)
+    return hs, state[0]
+
+
+gru_layer_p = _FusedRecurrent("gru_layer", _gru_forward, _gru_backward, _gru_reference, 2)
+
+
+def gru_layer(xw, h0, w_hh, b_hh, batch_sizes, reverse=False):
+    """Run one GRU direction over packed ``xw = x @ W_ih^T + b_ih`` (S, 3H), gate order r, z, n.
+
+    Returns ``(outputs (S, H), h_n)``.
+    """
+    hs, hn, _, _ = bind(gru_layer_p, (xw, h0, w_hh, b_hh),
+                        {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse)})
+    return hs, hn
+
+
+# ---------------------------------------------------------------------------
+# Elman RNN:  h' = act(xw + h @ W_hh^T)
+# ---------------------------------------------------------------------------
+
+def _rnn_forward(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    offs = _offsets(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    hs = np.empty((xw.shape[0], h0.shape[1]), dtype)
+    h = np.array(h0, dtype=dtype)
+    wt = w_hh.T
+    steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        hn = hs[sl]
+        np.matmul(h[:r], wt, out=hn)
+        hn += xw[sl]
+        if nonlinearity == "tanh":
+            np.tanh(hn, out=hn)
+        else:
+            np.maximum(hn, 0, out=hn)
+        h[:r] = hn
+    return hs, h
+
+
+def _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    ghs, ghn = grads
+    hs, _ = out
+    offs = _offsets(batch_sizes)
+    dtype = hs.dtype
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dpre = np.empty(hs.shape, dtype)
+    hprev = np.empty(hs.shape, dtype)
+    steps = range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)
+    for t in steps:
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        if ghs is not None:
+            dh[:r] += ghs[sl]
+        hprev[sl] = _prev_rows(hs, h0, offs, batch_sizes, t, reverse)
+        d = dpre[sl]
+        h = hs[sl]
+        if nonlinearity == "tanh":
+            np.multiply(dh[:r], 1.0 - h * h, out=d)
+        else:
+            np.multiply(dh[:r], h > 0, out=d)
+        np.matmul(d, w_hh, out=dh[:r])
+    return [dpre, dh, dpre.T @ hprev]
+
+
+def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
+    from . import elementwise as E  # noqa: N812,PLC0415
+
+    act = E.tanh if nonlinearity == "tanh" else E.relu
+
+    def cell(x, hw, h):
+        return act(x + hw)
+
+    with enable_grad():
+        hs, state, _ = _scan(cell, xw, [h0], w_hh, batch_sizes, reverse)
+    return hs, state[0]
+
+
+rnn_layer_p = _FusedRecurrent("rnn_layer", _rnn_forward, _rnn_backward, _rnn_reference, 2)
+
+
+def rnn_layer(xw, h0, w_hh, batch_sizes, reverse=False, nonlinearity="tanh"):
+    """Run one Elman-RNN direction over packed ``xw = x @ W_ih^T + b_ih + b_hh``.
+
+    Returns ``(outputs (S, H), h_n)``.
+    """
+    return bind(rnn_layer_p, (xw, h0, w_hh),
+                {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse),
+                 "nonlinearity": nonlinearity})
