@@ -96,6 +96,7 @@ def _frontier(outputs, inner):
 class _CheckpointBackward:
     """``Node.prim`` of a checkpointed call: recompute, then differentiate the recomputation."""
 
+    vjp_rules = None  # no registry rules: the engine calls backward_node
     __slots__ = ("fn", "kwargs", "rng_state", "targets", "out_info", "name", "args_info")
 
     def __init__(self, fn, kwargs):

@@ -320,6 +320,7 @@ def _take_over_dirty(t, node, nr, name):
 class _FunctionBackward:
     """``Node.prim`` of a custom Function call: runs the user's ``backward``."""
 
+    vjp_rules = None  # no registry rules: the engine calls backward_node
     __slots__ = ("cls", "ctx", "name", "in_meta", "out_meta")
 
     def __init__(self, cls, ctx):
@@ -434,6 +435,7 @@ def once_differentiable(backward):
 class _DelayedError:
     """Node prim standing for a once-differentiable backward: differentiating it raises."""
 
+    vjp_rules = None  # no registry rules: the engine calls backward_node
     __slots__ = ("name", "fn_name")
 
     def __init__(self, fn_name):
