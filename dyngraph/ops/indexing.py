@@ -345,13 +345,15 @@ def _bind_light(prim, args, params, light):
     node = first._fn if type(first) is Tensor else None
     if node is not None and node.prim is prim and node.saved is not None:
         saved = list(node.saved)
+        data = list(node.saved_data)
         versions = list(node.saved_versions)
         for i in light:
             a = saved[i]
             if isinstance(a, Tensor):
-                saved[i] = Meta(a._data.shape, a._data.dtype)
+                saved[i] = data[i] = Meta(a._data.shape, a._data.dtype)
                 versions[i] = None
         node.saved = tuple(saved)
+        node.saved_data = data
         node.saved_versions = versions
     return out
 
