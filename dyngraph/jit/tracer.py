@@ -1,0 +1,586 @@
+"""Capture: run a Python function once under a recording interpreter.
+
+The :class:`Tracer` is installed as ``STATE.interpreter``; ``bind`` hands it
+every primitive call.  It computes the call for real with
+:func:`dyngraph.ops.registry.eager` (so the function's Python control flow
+runs as usual and an ordinary autograd graph is built) and records the call
+into the SSA :class:`~dyngraph.jit.ir.Graph`.
+
+* Tensors are identified by ``id()`` while the trace runs (the tracer keeps
+  them alive); a tensor re-wrapping a recorded array (the autograd engine does
+  that for saved outputs) is found through ``id(array)``.
+* Unknown tensors are *captures*: parameters and tensors that outlive the
+  call are read by reference at replay (optimizer updates are seen); tensors
+  created inside the call (``dg.zeros(...)``) become constants.
+* ``bool(t)``, ``t.item()``, ``t.tolist()`` become guards checked at replay.
+* ``.numpy()``, ``__array__`` and printing values cannot be captured: the
+  tracer stops recording and the call finishes eagerly (:class:`Uncapturable`).
+* In-place writes reach the tracer through ``on_inplace`` and become
+  side effects (writes into captured tensors) applied after each replay.
+* ``backward()`` / ``autograd.grad`` inside the function run the eager
+  engine with ``create_graph=True``, so the vjp rules (written with
+  primitives) are recorded like any other code; gradients written to
+  ``.grad`` become side effects too.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+
+from .. import autograd as _autograd
+from ..autograd.grad_mode import STATE
+from ..autograd.graph import Node as _ANode
+from ..ops.registry import REGISTRY, eager, promote_arrays
+from ..tensor import Tensor
+from .ir import Graph, Node, Var
+
+__all__ = ["Tracer", "Uncapturable", "Capture", "capture", "flatten", "unflatten"]
+
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "poisson",
+                 "uniform", "exponential", "shuffle")
+
+
+def is_random(op: str) -> bool:
+    """Primitives that draw random numbers are never folded, merged or removed."""
+    return any(w in op for w in _RANDOM_WORDS)
+
+
+class Uncapturable(Exception):  # noqa: N818
+    """The function did something a static graph cannot replay (message says what)."""
+
+
+def _version(t) -> int:
+    vc = t._vc
+    return 0 if vc is None else vc[0]
+
+
+# ---------------------------------------------------------------------------
+# pytrees of arguments / results
+# ---------------------------------------------------------------------------
+
+def flatten(obj, leaves: list):
+    """Structure of ``obj`` with every Tensor replaced by its index in ``leaves``."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, np.ndarray):
+        leaves.append(Tensor._make(obj, False, None, 0))
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, (list, tuple)):
+        kind = "L" if isinstance(obj, list) else ("N", type(obj)) if hasattr(obj, "_fields") else "U"
+        return (kind, tuple(flatten(o, leaves) for o in obj))
+    if isinstance(obj, dict):
+        return ("D", tuple((k, flatten(v, leaves)) for k, v in obj.items()))
+    return ("C", obj)
+
+
+def unflatten(spec, leaves):
+    kind = spec[0]
+    if kind == "T":
+        return leaves[spec[1]]
+    if kind == "C":
+        return spec[1]
+    if kind == "L":
+        return [unflatten(s, leaves) for s in spec[1]]
+    if kind == "U":
+        return tuple(unflatten(s, leaves) for s in spec[1])
+    if kind == "D":
+        return {k: unflatten(s, leaves) for k, s in spec[1]}
+    return kind[1](*(unflatten(s, leaves) for s in spec[1]))
+
+
+# ---------------------------------------------------------------------------
+# the interpreter
+# ---------------------------------------------------------------------------
+
+class Tracer:
+    """Records primitive calls into a :class:`Graph` while computing them eagerly."""
+
+    def __init__(self):
+        self.fwd = Graph()
+        self.graph = self.fwd          # the graph being recorded into
+        self.next_vid = 0
+        self.env = {}                  # id(tensor) -> (vid, tensor, version)
+        self.data_env = {}             # id(array) -> (vid, owner tensor, version)
+        self.keep = []                 # keeps traced tensors alive (ids stay unique)
+        self.capture_tensors = []      # tensors read by reference, parallel to fwd.captures
+        self.capture_kinds = []        # "param" | "ref" | "pending"
+        self.recording = True
+        self.reason = None             # why recording stopped (uncapturable)
+        self.effects = []              # (kind, target, vid): "write" into a tensor, "grad" of a leaf
+        self.grad_guards = []          # (leaf tensor, had_grad)
+        self.grad_state = {}           # id(leaf) -> vid of the .grad value read by reference
+
+    # -- values ----------------------------------------------------------------
+    def _new(self, shape, dtype, graph=None) -> int:
+        g = graph or self.graph
+        vid = self.next_vid
+        self.next_vid += 1
+        g.values[vid] = _info(shape, dtype)
+        return vid
+
+    def bind_tensor(self, t, vid) -> None:
+        self.env[id(t)] = (vid, t, _version(t))
+        d = t._data
+        self.data_env[id(d)] = (vid, t, _version(t))
+        self.keep.append(t)
+
+    def lookup(self, t) -> int:
+        ent = self.env.get(id(t))
+        if ent is not None and ent[1] is t:
+            if _version(t) != ent[2]:
+                raise Uncapturable(
+                    f"a tensor of shape {list(t.shape)} was modified in place by an operation "
+                    "the tracer cannot see")
+            return self._use(ent[0])
+        ent = self.data_env.get(id(t._data))
+        if ent is not None and ent[1]._data is t._data and _version(ent[1]) == ent[2] \
+                and (t._vc is None or t._vc is ent[1]._vc or t._vc[0] == 0):
+            self.env[id(t)] = (ent[0], t, _version(t))
+            self.keep.append(t)
+            return self._use(ent[0])
+        return self._capture(t)
+
+    def _use(self, vid) -> int:
+        g = self.graph
+        if g is not self.fwd and vid not in g.values:
+            # a forward value read by the backward program: a residual
+            g.values[vid] = self.fwd.values[vid]
+            g.inputs.append(vid)
+        return vid
+
+    def _capture(self, t) -> int:
+        if self.graph is not self.fwd:
+            # created while differentiating (zeros for a missing gradient...): a constant
+            vid = self._new(t._data.shape, t._data.dtype)
+            self.graph.constants[vid] = np.array(t._data)
+            self.bind_tensor(t, vid)
+            return vid
+        vid = self._new(t._data.shape, t._data.dtype, self.fwd)
+        self.fwd.captures.append(vid)
+        self.capture_tensors.append(t)
+        if t._rg and t._fn is None:
+            kind = "param"
+        elif t._rg:
+            kind = "ref"
+        else:
+            kind = "pending"
+        self.capture_kinds.append(kind)
+        self.bind_tensor(t, vid)
+        return vid
+
+    def _literal(self, a):
+        if isinstance(a, np.ndarray):
+            vid = self._new(a.shape, a.dtype)
+            self.graph.constants[vid] = np.array(a)
+            return Var(vid)
+        if isinstance(a, np.generic):
+            return a.item()
+        return a
+
+    # -- the interpreter protocol ---------------------------------------------------
+    def process(self, prim, args, params):
+        if not self.recording:
+            return eager(prim, args, params)
+        out = eager(prim, args, params)
+        try:
+            self._record(prim, args, params, out)
+        except Uncapturable as exc:
+            self.stop(str(exc))
+        return out
+
+    def _record(self, prim, args, params, out):
+        ir_args = []
+        datas = []
+        for a in args:
+            if isinstance(a, Tensor):
+                ir_args.append(Var(self.lookup(a)))
+                datas.append(a._data)
+            else:
+                ir_args.append(self._literal(a))
+                datas.append(a)
+        if prim.promote is not None:
+            promoted = promote_arrays(prim, datas)
+            if promoted is not datas:
+                for i, (d, p) in enumerate(zip(datas, promoted, strict=False)):
+                    if p is d:
+                        continue
+                    if isinstance(p, np.ndarray) and type(ir_args[i]) is Var and isinstance(d, np.ndarray):
+                        vid = self._new(p.shape, p.dtype)
+                        self.graph.nodes.append(Node("cast", (ir_args[i],), {"dtype": p.dtype}, (vid,)))
+                        ir_args[i] = Var(vid)
+                    else:
+                        ir_args[i] = self._literal(p)
+        outs = out if isinstance(out, tuple) else (out,)
+        vids = []
+        for o in outs:
+            vid = self._new(o._data.shape, o._data.dtype)
+            self.bind_tensor(o, vid)
+            vids.append(vid)
+        self.graph.nodes.append(Node(prim.name, tuple(ir_args), dict(params), tuple(vids)))
+        if prim.n_outputs != 1:
+            self.graph.nodes[-1].check_shape = True
+
+    def stop(self, reason: str) -> None:
+        if self.recording:
+            self.recording = False
+            self.reason = reason
+
+    def _guard(self, t, kind, value):
+        if not self.recording:
+            return
+        try:
+            vid = self.lookup(t)
+        except Uncapturable as exc:
+            self.stop(str(exc))
+            return
+        if self.graph is not self.fwd:
+            self.stop(f"{kind}() on a value computed while differentiating")
+            return
+        self.fwd.guards.append((vid, kind, value))
+
+    def on_bool(self, t):
+        value = bool(t._data.reshape(()))
+        self._guard(t, "bool", value)
+        return value
+
+    def on_item(self, t):
+        value = t._data.reshape(()).item()
+        self._guard(t, "item", value)
+        return value
+
+    def on_tolist(self, t):
+        value = np.asarray(t._data).tolist()
+        self._guard(t, "tolist", value)
+        return value
+
+    def on_numpy(self, t):
+        self.stop(f"the NumPy array of a tensor (shape {list(t.shape)}) was taken "
+                  "(.numpy() / np.asarray): NumPy code on it cannot be captured")
+
+    def on_repr(self, t):
+        self.stop(f"the values of a tensor (shape {list(t.shape)}) were printed")
+
+    def on_inplace(self, t, value):
+        """``t``'s buffer now holds ``value`` (a Tensor, broadcast/cast, or a number)."""
+        if not self.recording:
+            return
+        try:
+            self._inplace(t, value)
+        except Uncapturable as exc:
+            self.stop(str(exc))
+
+    def _inplace(self, t, value):
+        if t._base is not None:
+            raise Uncapturable(f"in-place write into a view (shape {list(t.shape)})")
+        shape, dtype = t._data.shape, t._data.dtype
+        if isinstance(value, Tensor):
+            vid = self.lookup(value)
+            info = self.graph.values[vid]
+            if info.dtype != dtype:
+                new = self._new(info.shape, dtype)
+                self.graph.nodes.append(Node("cast", (Var(vid),), {"dtype": dtype}, (new,)))
+                vid = new
+            if info.shape != shape:
+                new = self._new(shape, dtype)
+                self.graph.nodes.append(Node("expand", (Var(vid),), {"shape": tuple(shape)}, (new,)))
+                vid = new
+        else:
+            vid = self._new(shape, dtype)
+            self.graph.constants[vid] = np.full(shape, value, dtype)
+        # the write is a side effect when the tensor lives outside the call
+        old = self.env.get(id(t))
+        target = None
+        if old is not None and old[1] is t:
+            oid = old[0]
+            if oid in self.fwd.inputs or oid in self.fwd.captures:
+                target = t
+        else:
+            self._capture(t)
+            target = t
+        if target is not None:
+            if self.graph is not self.fwd:
+                raise Uncapturable("in-place write while differentiating")
+            self.effects = [e for e in self.effects if not (e[0] == "write" and e[1] is t)]
+            self.effects.append(("write", t, vid))
+        self.env[id(t)] = (vid, t, _version(t))
+        self.data_env[id(t._data)] = (vid, t, _version(t))
+
+    # -- backward inside the traced function ----------------------------------------
+    def run_backward(self, orig, roots, root_grads, retain_graph, create_graph, inputs=None,
+                     accumulate=True, allow_unused=False):
+        if not self.recording:
+            return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
+                        accumulate=accumulate, allow_unused=allow_unused)
+        if not accumulate:
+            res = orig(roots, root_grads, True, True, inputs=inputs, accumulate=False,
+                       allow_unused=allow_unused)
+            if create_graph:
+                return res
+            return [None if r is None else self._detached(r) for r in res]
+        leaves = list(inputs) if inputs is not None else _leaves(roots)
+        for leaf in leaves:
+            if leaf._hooks is not None and leaf._hooks.post:
+                self.stop("a post-accumulate-grad hook runs during backward()")
+                return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
+                            accumulate=True, allow_unused=allow_unused)
+        res = orig(roots, root_grads, True, True, inputs=leaves, accumulate=False,
+                   allow_unused=True)
+        for leaf, g in zip(leaves, res, strict=False):
+            if g is None:
+                continue
+            if id(leaf) not in self.grad_state:
+                had = leaf._grad is not None
+                self.grad_guards.append((leaf, had))
+                if had:
+                    gt = leaf._grad
+                    self.grad_state[id(leaf)] = self._capture(gt) if id(gt) not in self.env else self.lookup(gt)
+            old = leaf._grad
+            if g._data.dtype != leaf._data.dtype:
+                g = g.to(leaf.dtype)
+            new = g if old is None else old + g
+            if create_graph:
+                leaf._grad = new
+            else:
+                leaf._grad = self._detached(new)
+            self.lookup(leaf)
+            self.effects = [e for e in self.effects if not (e[0] == "grad" and e[1] is leaf)]
+            self.effects.append(("grad", leaf, self.lookup(new)))
+        return None
+
+    def _detached(self, t):
+        d = Tensor._make(t._data, False, None, 0)
+        self.env[id(d)] = (self.lookup(t), d, 0)
+        self.keep.append(d)
+        return d
+
+
+def _info(shape, dtype):
+    from .ir import ValueInfo  # noqa: PLC0415
+
+    return ValueInfo(tuple(shape), np.dtype(dtype))
+
+
+def _leaves(roots):
+    """Leaf tensors requiring grad that ``roots`` reach (what backward() accumulates into)."""
+    out, seen, stack = [], set(), []
+    for r in roots:
+        if r._fn is None:
+            if r._rg and id(r) not in seen:
+                seen.add(id(r))
+                out.append(r)
+        else:
+            stack.append(r._fn)
+    done = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in done:
+            continue
+        done.add(id(n))
+        for e in n.edges:
+            if e is None:
+                continue
+            v = e[0]
+            if isinstance(v, _ANode):
+                stack.append(v)
+            elif not isinstance(v, Tensor):
+                stack.append(v)
+            elif id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# one capture
+# ---------------------------------------------------------------------------
+
+class Capture:
+    """Everything one trace produced (see :func:`capture`)."""
+
+    def __init__(self):
+        self.fwd = None               # forward Graph
+        self.bwd = None               # backward Graph (or None)
+        self.out_spec = None
+        self.n_user_outputs = 0
+        self.out_rg = []              # output requires grad (attached to the backward node)
+        self.capture_refs = []        # weakrefs (or strong refs for constants) to captured tensors
+        self.capture_kinds = []
+        self.effects = []             # (kind, tensor ref, output position)
+        self.grad_guards = []         # (leaf ref, had_grad)
+        self.grad_state = []          # (leaf ref, capture position)
+        self.sources = []             # ("input", i) | ("capture", j): differentiable inputs
+        self.residuals = []           # fwd vids the backward program reads
+        self.cotangent_outputs = []   # positions of user outputs that take a cotangent
+        self.reason = None            # why this call was not capturable
+        self.results = None           # what the traced call returned (real tensors)
+        self.rng_used = False
+
+
+def _rng_state():
+    from ..random import default_generator  # noqa: PLC0415
+
+    return (id(default_generator.rng), repr(default_generator.rng.bit_generator.state))
+
+
+def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Capture:
+    """Run ``fn(*args, **kwargs)`` under a :class:`Tracer` and return the :class:`Capture`."""
+    cap = Capture()
+    leaves: list = []
+    flatten((args, kwargs), leaves)
+    tr = Tracer()
+    for t in leaves:
+        vid = tr._new(t._data.shape, t._data.dtype)
+        tr.fwd.inputs.append(vid)
+        tr.bind_tensor(t, vid)
+    rng0 = _rng_state()
+    orig = _autograd.run_backward
+
+    def patched(*a, **k):
+        interp = STATE.interpreter
+        if interp is tr:
+            return tr.run_backward(orig, *a, **k)
+        return orig(*a, **k)
+
+    prev = STATE.interpreter
+    STATE.interpreter = tr
+    _autograd.run_backward = patched
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        STATE.interpreter = prev
+        _autograd.run_backward = orig
+    cap.results = result
+    cap.rng_used = _rng_state() != rng0
+    if not tr.recording:
+        cap.reason = tr.reason
+        return cap
+    STATE.interpreter = tr
+    try:
+        _finish(tr, cap, result, leaves, build_backward)
+    except Uncapturable as exc:
+        cap.reason = str(exc)
+    finally:
+        STATE.interpreter = prev
+    if not tr.recording and cap.reason is None:
+        cap.reason = tr.reason
+    return cap
+
+
+def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward):
+    fwd = tr.fwd
+    outs: list = []
+    cap.out_spec = flatten(result, outs)
+    out_vids = [tr.lookup(t) for t in outs]
+    cap.n_user_outputs = len(out_vids)
+    # side effects become extra outputs
+    effects = []
+    for kind, t, vid in tr.effects:
+        effects.append((kind, t, len(out_vids)))
+        out_vids.append(vid)
+    input_pos = {id(t): i for i, t in enumerate(leaves)}
+    # classify tensors captured "pending": alive elsewhere -> by reference, else constant
+    ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs)}
+    for j, t in enumerate(tr.capture_tensors):
+        if tr.capture_kinds[j] == "pending":
+            tr.capture_kinds[j] = "ref" if _referenced_elsewhere(t, ours) else "const"
+    has_effects = bool(effects)
+    if cap.rng_used and "const" in tr.capture_kinds:
+        raise Uncapturable("random numbers were drawn outside primitives (dg.rand/randn...); "
+                           "a static graph would replay the same numbers")
+    # the backward program: differentiate the outputs w.r.t. inputs and captures
+    cap.out_rg = [False] * len(outs)
+    if build_backward and STATE.grad_enabled and not has_effects:
+        diff = [i for i, t in enumerate(outs) if t._rg and t._data.dtype.kind == "f"]
+        sources = []
+        for i, t in enumerate(leaves):
+            if t._rg:
+                sources.append((("input", i), t))
+        for j, t in enumerate(tr.capture_tensors):
+            if t._rg and tr.capture_kinds[j] in ("param", "ref"):
+                sources.append((("capture", j), t))
+        if diff and sources:
+            _build_backward(tr, cap, outs, diff, sources, out_vids)
+    fwd.outputs = out_vids
+    cap.fwd = fwd
+    cap.effects = [(k, weakref.ref(t), pos) for k, t, pos in effects]
+    for k, (kind, t, pos) in enumerate(effects):
+        if kind == "write" and id(t) in input_pos:
+            cap.effects[k] = ("write_input", input_pos[id(t)], pos)
+    cap.capture_kinds = list(tr.capture_kinds)
+    cap.capture_refs = []
+    for j, t in enumerate(tr.capture_tensors):
+        if cap.capture_kinds[j] == "const":
+            vid = fwd.captures[j]
+            cap.capture_refs.append(None)
+            fwd.constants[vid] = np.array(t._data)
+        else:
+            cap.capture_refs.append(weakref.ref(t))
+    # constants replace their capture slot
+    keep = [j for j, k in enumerate(cap.capture_kinds) if k != "const"]
+    fwd.captures = [fwd.captures[j] for j in keep]
+    remap = {old: new for new, old in enumerate(keep)}
+    cap.capture_refs = [cap.capture_refs[j] for j in keep]
+    cap.capture_kinds = [cap.capture_kinds[j] for j in keep]
+    cap.sources = [(k, remap[i]) if k == "capture" else (k, i) for k, i in cap.sources]
+    cap.grad_guards = [(weakref.ref(leaf), had) for leaf, had in tr.grad_guards]
+    cap.grad_state = []
+    for leaf, _ in tr.grad_guards:
+        vid = tr.grad_state.get(id(leaf))
+        if vid is not None:
+            if vid not in fwd.captures:
+                raise Uncapturable("the .grad read by backward() was computed inside the call")
+            cap.grad_state.append((weakref.ref(leaf), fwd.captures.index(vid)))
+    cap.capture_grad_slots = {pos: ref for ref, pos in cap.grad_state}
+
+
+def _referenced_elsewhere(t, ours) -> bool:
+    for r in gc.get_referrers(t):
+        if id(r) in ours or isinstance(r, (tuple, _ANode)):
+            continue
+        if type(r).__name__ == "frame":
+            continue
+        return True
+    return False
+
+
+def _build_backward(tr, cap, outs, diff, sources, out_vids):
+    bwd = Graph()
+    tr.graph = bwd
+    cots = []
+    for i in diff:
+        o = outs[i]
+        c = Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None, 0)
+        vid = tr._new(o._data.shape, o._data.dtype, bwd)
+        tr.bind_tensor(c, vid)
+        cots.append((vid, c))
+    n_before = len(bwd.inputs)
+    assert n_before == 0
+    from ..autograd.engine import run_backward  # noqa: PLC0415
+
+    try:
+        grads = run_backward([outs[i] for i in diff], [c for _, c in cots], True, True,
+                             inputs=[t for _, t in sources], accumulate=False, allow_unused=True)
+        if not tr.recording:
+            raise Uncapturable(tr.reason or "backward could not be captured")
+        bwd.outputs = [None if g is None else tr.lookup(g) for g in grads]
+    finally:
+        tr.graph = tr.fwd
+    residuals = list(bwd.inputs)
+    bwd.inputs = residuals + [vid for vid, _ in cots]
+    # a gradient that is a residual or cotangent as is: fine (an input of bwd)
+    cap.bwd = bwd
+    cap.residuals = residuals
+    cap.cotangent_outputs = diff
+    cap.sources = [s for s, _ in sources]
+    for i in diff:
+        cap.out_rg[i] = True
+    out_vids.extend(residuals)
+
+
+def describe_prim(name: str) -> str:
+    p = REGISTRY.get(name)
+    return name if p is None else repr(p)
