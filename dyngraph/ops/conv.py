@@ -39,7 +39,7 @@ from ._util import as_tensor_arg
 from .registry import bind, primitive
 
 __all__ = [
-    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
     "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
 ]
@@ -356,6 +356,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     dyngraph.Size([2, 6, 8, 8])
     """
     return _conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """3-d convolution over ``(N, C, D, H, W)`` (or unbatched ``(C, D, H, W)``)."""
+    return _conv_nd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
 def _conv_transpose_nd(op, nd, input, weight, bias, stride, padding, output_padding, groups,  # noqa: A002
