@@ -12,7 +12,8 @@ $(VENV)/.base: pyproject.toml
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) install "torch==2.13.0" "pytest>=8" "pytest-xdist>=3" "hypothesis>=6" "ruff>=0.5"
+	$(PIP) install -e ".[onnx,viz,distributed]" "torch==2.13.0" "pytest>=8" "pytest-xdist>=3" \
+		"hypothesis>=6" "ruff>=0.5" "tensorboard>=2.14"
 	touch $@
 
 demo: $(VENV)/.base

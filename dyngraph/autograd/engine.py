@@ -87,6 +87,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
 
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
+    STATE.backward_depth += 1
     try:
         ready = [v for v in root_vertices if deps.get(v, 0) == 0]
         # The common case -- plain backward() on arrays, no hooks, no anomaly mode --
@@ -190,6 +191,13 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                     ready.append(child)
     finally:
         STATE.grad_enabled = prev_mode
+        STATE.backward_depth -= 1
+        callbacks = STATE.backward_callbacks if STATE.backward_depth == 0 else None
+        if callbacks:
+            STATE.backward_callbacks = None
+    if callbacks:
+        for cb in callbacks:
+            cb()
 
     if captured is None:
         return None
@@ -518,6 +526,19 @@ def _fill_missing(node, g, create_graph):
             z = np.zeros(shape, dtype)
             g[i] = _wrap(z) if create_graph else z
     return tuple(g)
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` once the current (outermost) backward pass has finished.
+
+    Only valid while a backward pass runs (from a hook); data-parallel training
+    uses it to finish gradient communication.
+    """
+    if STATE.backward_depth == 0:
+        raise RuntimeError("queue_callback can only be called while a backward pass is running")
+    if STATE.backward_callbacks is None:
+        STATE.backward_callbacks = []
+    STATE.backward_callbacks.append(fn)
 
 
 def retain_grad_ref(node, nr, t):

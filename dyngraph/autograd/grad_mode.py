@@ -26,6 +26,8 @@ class _State(threading.local):
         self.anomaly = False
         self.anomaly_check_nan = True
         self.saved_hooks = None
+        self.backward_depth = 0  # nesting of running backward passes
+        self.backward_callbacks = None  # run when the outermost backward finishes
 
 
 STATE = _State()
