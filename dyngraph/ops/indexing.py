@@ -184,7 +184,11 @@ def parse_index(idx):
         if t is int:
             spec.append(it)
         elif t is slice:
-            spec.append((_int(it.start), _int(it.stop), _int(it.step)))
+            step = _int(it.step)
+            if step is not None and step <= 0:
+                raise ValueError(f"step must be greater than zero (got slice step {step}; use .flip() "
+                                 "to reverse)")
+            spec.append((_int(it.start), _int(it.stop), step))
         elif it is None or it is Ellipsis:
             spec.append(it)
         elif t is bool:
