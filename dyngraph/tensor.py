@@ -397,6 +397,9 @@ class Tensor:
 
     # -- repr -------------------------------------------------------------------
     def __repr__(self) -> str:
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_repr"):
+            interp.on_repr(self)
         from .printing import tensor_repr  # noqa: PLC0415
 
         return tensor_repr(self)

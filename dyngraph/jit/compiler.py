@@ -196,6 +196,11 @@ class Variant:
         seen = {id(c) for c in caps}
         seen.update(id(t._data) for t in leaves)
         for kind, target, pos in self.cap.effects:
+            if pos is None:   # `.grad = None`
+                t = target()
+                if t is not None:
+                    t._grad = None
+                continue
             arr = outs[pos]
             if kind == "write_input":
                 t = leaves[target]
@@ -317,7 +322,7 @@ class CompiledFunction:
                               stacklevel=3)
             v = Variant(cap, InputGuard(sig), grad_mode, struct, reason, eager_reason=cap.reason,
                         param_ids=mparams, name=name)
-            self._store(("eager", struct, sig, grad_mode), v)
+            self._store(("eager", struct, sig, grad_mode, self._counter), v)
             return cap.results
         dyn = self._dynamic_dims(struct, sig)
         v = None
@@ -326,7 +331,7 @@ class CompiledFunction:
         if v is None:
             v = Variant(cap, InputGuard(sig), grad_mode, struct, reason, param_ids=mparams, name=name,
                         optimize_level=self.optimize)
-            self._store((struct, sig, grad_mode), v)
+            self._store((struct, sig, grad_mode, self._counter), v)
         result = cap.results
         cap.results = None
         if cap.effects:
@@ -406,8 +411,7 @@ class CompiledFunction:
                     param_ids=mparams, name=name, optimize_level=self.optimize)
         if okey is not None:
             self.variants.pop(okey, None)
-        self._store(("dyn", struct, tuple(dyn), grad_mode,
-                     tuple((len(s), d, r) for s, d, r in sig)), v)
+        self._store(("dyn", struct, tuple(dyn), grad_mode, self._counter), v)
         return v
 
     def _probe(self, cap, struct, sig, dyn, s, args, kwargs):

@@ -113,6 +113,7 @@ class Tracer:
         self.effects = []              # (kind, target, vid): "write" into a tensor, "grad" of a leaf
         self.grad_guards = []          # (leaf tensor, had_grad)
         self.grad_state = {}           # id(leaf) -> vid of the .grad value read by reference
+        self.grad_at_capture = {}      # id(param) -> its .grad object when first seen
 
     # -- values ----------------------------------------------------------------
     def _new(self, shape, dtype, graph=None) -> int:
@@ -164,6 +165,7 @@ class Tracer:
         self.capture_tensors.append(t)
         if t._rg and t._fn is None:
             kind = "param"
+            self.grad_at_capture[id(t)] = t._grad
         elif t._rg:
             kind = "ref"
         else:
@@ -337,7 +339,11 @@ class Tracer:
                 self.grad_guards.append((leaf, had))
                 if had:
                     gt = leaf._grad
-                    self.grad_state[id(leaf)] = self._capture(gt) if id(gt) not in self.env else self.lookup(gt)
+                    if id(gt) in self.env:
+                        self.grad_state[id(leaf)] = self.lookup(gt)
+                    else:
+                        self.grad_state[id(leaf)] = self._capture(gt)
+                        self.capture_kinds[-1] = "grad"
             old = leaf._grad
             if g._data.dtype != leaf._data.dtype:
                 g = g.to(leaf.dtype)
@@ -460,7 +466,7 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Ca
         return cap
     STATE.interpreter = tr
     try:
-        _finish(tr, cap, result, leaves, build_backward)
+        _finish(tr, cap, result, leaves, build_backward, fn)
     except Uncapturable as exc:
         cap.reason = str(exc)
     finally:
@@ -470,23 +476,45 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Ca
     return cap
 
 
-def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward):
+def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
     fwd = tr.fwd
     outs: list = []
     cap.out_spec = flatten(result, outs)
     out_vids = [tr.lookup(t) for t in outs]
     cap.n_user_outputs = len(out_vids)
+    # .grad assignments (backward(), `p.grad = None`) seen as the final state of each param
+    for j, t in enumerate(tr.capture_tensors):
+        if tr.capture_kinds[j] != "param":
+            continue
+        cur = t._grad
+        touched = any(e[0] == "grad" and e[1] is t for e in tr.effects)
+        if cur is tr.grad_at_capture.get(id(t)) and not touched:
+            continue
+        tr.effects = [e for e in tr.effects if not (e[0] == "grad" and e[1] is t)]
+        if cur is None:
+            tr.effects.append(("grad", t, None))
+        else:
+            tr.effects.append(("grad", t, tr.lookup(cur)))
     # side effects become extra outputs
     effects = []
     for kind, t, vid in tr.effects:
+        if vid is None:
+            effects.append((kind, t, None))
+            continue
         effects.append((kind, t, len(out_vids)))
         out_vids.append(vid)
     input_pos = {id(t): i for i, t in enumerate(leaves)}
+    for t in list(leaves) + list(tr.capture_tensors):
+        ent = tr.env.get(id(t))
+        if ent is not None and ent[1] is t and _version(t) != ent[2]:
+            raise Uncapturable(f"a tensor of shape {list(t.shape)} from outside the call was modified "
+                               "in place in a way the tracer cannot follow")
     # classify tensors captured "pending": alive elsewhere -> by reference, else constant
     ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs)}
+    cells = _closure_cells(fn)
     for j, t in enumerate(tr.capture_tensors):
         if tr.capture_kinds[j] == "pending":
-            tr.capture_kinds[j] = "ref" if _referenced_elsewhere(t, ours) else "const"
+            tr.capture_kinds[j] = "ref" if _referenced_elsewhere(t, ours, cells) else "const"
     has_effects = bool(effects)
     if cap.rng_used and "const" in tr.capture_kinds:
         raise Uncapturable("random numbers were drawn outside primitives (dg.rand/randn...); "
@@ -537,14 +565,25 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward):
     cap.capture_grad_slots = {pos: ref for ref, pos in cap.grad_state}
 
 
-def _referenced_elsewhere(t, ours) -> bool:
+def _referenced_elsewhere(t, ours, cells) -> bool:
+    """True when ``t`` is held by user state (a dict, list, object or the function's closure)."""
     for r in gc.get_referrers(t):
-        if id(r) in ours or isinstance(r, (tuple, _ANode)):
+        if id(r) in ours or isinstance(r, (tuple, _ANode, Tensor)):
             continue
-        if type(r).__name__ == "frame":
+        name = type(r).__name__
+        if name == "frame" or (name == "cell" and id(r) not in cells):
             continue
         return True
     return False
+
+
+def _closure_cells(fn) -> set:
+    cells = set()
+    for f in (fn, getattr(fn, "forward", None), getattr(fn, "__func__", None)):
+        f = getattr(f, "__func__", f)
+        for c in getattr(f, "__closure__", None) or ():
+            cells.add(id(c))
+    return cells
 
 
 def _build_backward(tr, cap, outs, diff, sources, out_vids):

@@ -40,6 +40,13 @@ def bump_version(t: Tensor) -> None:
         vc[0] += 1
 
 
+def _notify(t: Tensor, value) -> None:
+    """Tell an active graph-capture interpreter that ``t`` now holds ``value``."""
+    interp = STATE.interpreter
+    if interp is not None and hasattr(interp, "on_inplace"):
+        interp.on_inplace(t, value)
+
+
 def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     """Run ``compute(self)`` out of place and store the result in ``self``."""
     _check_target(self, op)
@@ -59,6 +66,7 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
         node.saved = tuple(stand_in if a is self else a for a in node.saved)
     _write(self, res._data, op)
     bump_version(self)
+    _notify(self, res)
     if res._rg:
         self._fn = res._fn
         self._nr = res._nr
@@ -118,6 +126,7 @@ def fill_(self: Tensor, value) -> Tensor:
     else:
         self._data = np.full(self._data.shape, v, self._data.dtype)
     bump_version(self)
+    _notify(self, v)
     return self
 
 
@@ -142,6 +151,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
         value = move_to(value, device_of(self._data))
     _write(self, value, "copy_")
     bump_version(self)
+    _notify(self, src)
     return self
 
 
