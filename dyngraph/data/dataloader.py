@@ -1,0 +1,529 @@
+"""``DataLoader``: batches from a dataset, in the main process or in worker processes.
+
+With ``num_workers=0`` batches are produced in the main process.  With
+``num_workers > 0`` each worker is a separate process (``multiprocessing``)
+that receives lists of indices on its own queue, fetches and collates the
+samples, and puts the batch on a shared result queue; the main process hands
+out ``prefetch_factor`` tasks per worker ahead and yields batches in sampler
+order.  Tensors cross the process boundary as NumPy arrays (``Tensor``
+pickles its data only, never a graph).
+
+* Reproducible: the sampler order comes from ``generator`` (or the default
+  generator, so ``dg.manual_seed`` fixes it), and each worker is seeded with
+  ``base_seed + worker_id`` (Python's ``random``, NumPy's global generator and
+  dyngraph's default generator), ``base_seed`` drawn from the same generator.
+* An exception in a worker is re-raised in the main process with the worker's
+  traceback text; a worker that dies (killed, segfault) raises an error naming
+  its pid and exit code instead of hanging.
+* Workers are shut down when the epoch ends (unless ``persistent_workers``),
+  when the iterator is garbage-collected, or when the loader errors: each gets
+  a stop message, is joined, and is terminated if it does not exit in time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import queue
+import random
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..random import Generator, default_generator
+from .collate import default_collate, default_convert
+from .dataset import Dataset, IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
+
+_POLL_S = 0.1            # how often a waiting side re-checks that its peer is alive
+_JOIN_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What ``get_worker_info()`` returns inside a worker process."""
+
+    id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+
+
+_worker_info: WorkerInfo | None = None
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """Inside a DataLoader worker: its ``id``, ``num_workers``, ``seed`` and its copy of the ``dataset``.
+    In the main process: ``None``.
+
+    >>> info = dg.data.get_worker_info()
+    >>> start = 0 if info is None else info.id     # shard an IterableDataset across workers
+    """
+    return _worker_info
+
+
+class _ExceptionWrapper:
+    """An exception raised in a worker, carried to the main process as text."""
+
+    def __init__(self, exc: BaseException, where: str) -> None:
+        self.exc_type = type(exc)
+        self.message = f"Caught {type(exc).__name__} {where}.\nOriginal " + "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+    def reraise(self):
+        msg = self.message
+        if self.exc_type is KeyError:
+            msg = KeyError_msg(msg)
+        try:
+            exc = self.exc_type(msg)
+        except Exception:
+            raise RuntimeError(msg) from None
+        raise exc
+
+
+class KeyError_msg(str):  # noqa: N801
+    """KeyError quotes its message with repr(); keep the traceback readable."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class _StopMarker:
+    """An iterable-dataset worker ran out of data."""
+
+    def __init__(self, worker_id: int) -> None:
+        self.worker_id = worker_id
+
+
+# -- fetching (shared by the main process and the workers) -------------------------------------
+class _MapFetcher:
+    def __init__(self, dataset, auto_collation: bool, collate_fn, drop_last: bool) -> None:
+        self.dataset = dataset
+        self.auto_collation = auto_collation
+        self.collate_fn = collate_fn
+        self.getitems = getattr(dataset, "__getitems__", None)
+
+    def fetch(self, index):
+        if self.auto_collation:
+            if self.getitems is not None:
+                data = self.getitems(index)
+            else:
+                data = [self.dataset[i] for i in index]
+        else:
+            data = self.dataset[index]
+        return self.collate_fn(data)
+
+
+class _IterFetcher:
+    def __init__(self, dataset, auto_collation: bool, collate_fn, drop_last: bool) -> None:
+        self.it = iter(dataset)
+        self.auto_collation = auto_collation
+        self.collate_fn = collate_fn
+        self.drop_last = drop_last
+        self.ended = False
+
+    def fetch(self, index):
+        if self.ended:
+            raise StopIteration
+        if self.auto_collation:
+            data = []
+            for _ in index:
+                try:
+                    data.append(next(self.it))
+                except StopIteration:
+                    self.ended = True
+                    break
+            if not data or (self.drop_last and len(data) < len(index)):
+                raise StopIteration
+        else:
+            data = next(self.it)
+        return self.collate_fn(data)
+
+
+def _fetcher(dataset, auto_collation, collate_fn, drop_last):
+    cls = _IterFetcher if isinstance(dataset, IterableDataset) else _MapFetcher
+    return cls(dataset, auto_collation, collate_fn, drop_last)
+
+
+class _InfiniteConstantSampler(Sampler):
+    """For iterable datasets: an endless stream of ``None`` (the dataset decides when to stop)."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+# -- worker process ----------------------------------------------------------------------------
+def _seed_worker(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    default_generator.manual_seed(seed)
+
+
+def _worker_loop(dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
+                 seed, init_fn, worker_id, num_workers, parent_pid):
+    global _worker_info
+    try:
+        _seed_worker(seed)
+        _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
+        init_error = None
+        try:
+            if init_fn is not None:
+                init_fn(worker_id)
+            fetcher = _fetcher(dataset, auto_collation, collate_fn, drop_last)
+        except Exception as e:
+            init_error = _ExceptionWrapper(e, f"in DataLoader worker process {worker_id}")
+        while True:
+            try:
+                task = index_queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if os.getppid() != parent_pid:       # the main process died: leave quietly
+                    return
+                continue
+            if task is None:
+                return
+            if done_event.is_set():
+                continue
+            idx, index = task
+            if init_error is not None:
+                result_queue.put((idx, init_error))
+                init_error = None
+                continue
+            try:
+                data = fetcher.fetch(index)
+            except StopIteration:
+                data = _StopMarker(worker_id)
+            except Exception as e:
+                data = _ExceptionWrapper(e, f"in DataLoader worker process {worker_id}")
+            result_queue.put((idx, data))
+            del data
+    except KeyboardInterrupt:
+        pass
+
+
+# -- iterators ---------------------------------------------------------------------------------
+class _BaseIter:
+    def __init__(self, loader: DataLoader) -> None:
+        self._dataset = loader.dataset
+        self._auto_collation = loader._auto_collation
+        self._drop_last = loader.drop_last
+        self._index_sampler = loader._index_sampler
+        self._collate_fn = loader.collate_fn
+        # Like PyTorch, every iterator (single- or multi-process) draws the workers' base seed
+        # first, so the sampler order for a given generator does not depend on num_workers.
+        self._base_seed = int((loader.generator.rng if loader.generator is not None else default_generator.rng)
+                              .integers(0, 2**62))
+        self._sampler_iter = iter(self._index_sampler)
+        self._timeout = loader.timeout
+        self._num_yielded = 0
+        self._length = _safe_len(loader)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _next_index(self):
+        return next(self._sampler_iter)
+
+    def _reset(self, loader: DataLoader) -> None:
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+
+
+def _safe_len(loader):
+    try:
+        return len(loader)
+    except TypeError:
+        return -1
+
+
+class _SingleProcessIter(_BaseIter):
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        self._fetcher = _fetcher(self._dataset, self._auto_collation, self._collate_fn, self._drop_last)
+
+    def __next__(self):
+        index = self._next_index()
+        data = self._fetcher.fetch(index)
+        self._num_yielded += 1
+        return data
+
+
+class _MultiProcessIter(_BaseIter):
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        self._num_workers = loader.num_workers
+        self._prefetch = loader.prefetch_factor or 2
+        self._persistent = loader.persistent_workers
+        ctx = loader.multiprocessing_context
+        if ctx is None:
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+        elif isinstance(ctx, str):
+            ctx = mp.get_context(ctx)
+        self._ctx = ctx
+        self._shutdown = False
+        self._result_queue = ctx.Queue()
+        self._done_event = ctx.Event()
+        self._index_queues = []
+        self._workers = []
+        base_seed = self._base_seed
+        try:
+            for wid in range(self._num_workers):
+                iq = ctx.Queue()
+                w = ctx.Process(
+                    target=_worker_loop, daemon=True,
+                    args=(self._dataset, iq, self._result_queue, self._done_event, self._auto_collation,
+                          self._collate_fn, self._drop_last, base_seed + wid, loader.worker_init_fn, wid,
+                          self._num_workers, os.getpid()))
+                w.start()
+                self._index_queues.append(iq)
+                self._workers.append(w)
+        except BaseException:
+            self._shutdown_workers()
+            raise
+        self._start_epoch()
+
+    def _start_epoch(self) -> None:
+        self._send_idx = 0
+        self._rcvd_idx = 0
+        self._task_info: dict[int, tuple] = {}   # idx -> (worker_id,) pending, or (worker_id, data) arrived
+        self._outstanding = 0
+        self._active = [True] * self._num_workers
+        self._worker_cycle = itertools.cycle(range(self._num_workers))
+        self._sampler_done = False
+        for _ in range(self._prefetch * self._num_workers):
+            self._try_put_index()
+
+    def _reset(self, loader: DataLoader) -> None:
+        # persistent workers: drain what the previous (possibly abandoned) epoch left in flight
+        while self._outstanding > 0:
+            self._get_result()
+        super()._reset(loader)
+        self._start_epoch()
+
+    def _try_put_index(self) -> None:
+        if self._sampler_done or not any(self._active):
+            return
+        try:
+            index = self._next_index()
+        except StopIteration:
+            self._sampler_done = True
+            return
+        for _ in range(self._num_workers):
+            wid = next(self._worker_cycle)
+            if self._active[wid]:
+                break
+        else:
+            return
+        self._index_queues[wid].put((self._send_idx, index))
+        self._task_info[self._send_idx] = (wid,)
+        self._send_idx += 1
+        self._outstanding += 1
+
+    def _get_result(self):
+        waited = 0.0
+        while True:
+            try:
+                idx, data = self._result_queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                waited += _POLL_S
+                dead = [w for w in self._workers if not w.is_alive()]
+                if dead:
+                    info = ", ".join(f"pid {w.pid} (exit code {w.exitcode})" for w in dead)
+                    self._shutdown_workers()
+                    raise RuntimeError(f"DataLoader worker(s) exited unexpectedly: {info}. A worker may have "
+                                       "been killed (out of memory?) or crashed in native code") from None
+                if self._timeout > 0 and waited >= self._timeout:
+                    self._shutdown_workers()
+                    raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds waiting for a "
+                                       "batch from its workers") from None
+                continue
+            self._outstanding -= 1
+            return idx, data
+
+    def __next__(self):
+        while True:
+            # drop leading slots of workers that ran out of data (iterable datasets)
+            while self._rcvd_idx < self._send_idx:
+                info = self._task_info.get(self._rcvd_idx)
+                if info is not None and (len(info) == 2 or self._active[info[0]]):
+                    break
+                self._task_info.pop(self._rcvd_idx, None)
+                self._rcvd_idx += 1
+            if self._rcvd_idx >= self._send_idx:
+                if not self._persistent:
+                    self._shutdown_workers()
+                raise StopIteration
+            info = self._task_info[self._rcvd_idx]
+            if len(info) == 2:
+                del self._task_info[self._rcvd_idx]
+                self._rcvd_idx += 1
+                return self._process(info[1])
+            if self._shutdown:
+                raise StopIteration
+            idx, data = self._get_result()
+            if isinstance(data, _StopMarker):
+                self._active[data.worker_id] = False
+                self._task_info.pop(idx, None)
+                continue
+            if idx not in self._task_info:      # a late reply for a slot already skipped
+                continue
+            if idx == self._rcvd_idx:
+                del self._task_info[idx]
+                self._rcvd_idx += 1
+                return self._process(data)
+            self._task_info[idx] += (data,)
+
+    def _process(self, data):
+        self._try_put_index()
+        if isinstance(data, _ExceptionWrapper):
+            self._shutdown_workers()
+            data.reraise()
+        self._num_yielded += 1
+        return data
+
+    def _shutdown_workers(self) -> None:
+        if self._shutdown:
+            return
+        self._shutdown = True
+        try:
+            self._done_event.set()
+            for iq in self._index_queues:
+                try:
+                    iq.put(None)
+                except (OSError, ValueError):
+                    pass
+            for w in self._workers:
+                w.join(timeout=_JOIN_TIMEOUT_S)
+                if w.is_alive():
+                    w.terminate()
+                    w.join(timeout=_JOIN_TIMEOUT_S)
+            for q in self._index_queues + [self._result_queue]:
+                q.cancel_join_thread()
+                q.close()
+        finally:
+            self._workers = []
+
+    def __del__(self):
+        if not getattr(self, "_shutdown", True) and sys is not None:
+            self._shutdown_workers()
+
+
+# -- the loader --------------------------------------------------------------------------------
+class DataLoader:
+    """Iterate over ``dataset`` in batches (``torch.utils.data.DataLoader``'s arguments and behaviour).
+
+    >>> loader = dg.data.DataLoader(dataset, batch_size=64, shuffle=True,
+    ...                             generator=dg.Generator().manual_seed(0))
+    >>> for x, y in loader: ...
+    >>> loader = dg.data.DataLoader(dataset, batch_size=64, num_workers=2)   # worker processes
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | Iterable | None = None, batch_sampler: Sampler | Iterable | None = None,
+                 num_workers: int = 0, collate_fn: Callable | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable | None = None,
+                 multiprocessing_context=None, generator: Generator | None = None, *,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True) -> None:
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing")
+        if timeout < 0:
+            raise ValueError("DataLoader: timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing; "
+                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None")
+        if prefetch_factor is not None and prefetch_factor < 1:
+            raise ValueError("DataLoader: prefetch_factor option should be a positive integer")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if isinstance(dataset, IterableDataset):
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, but got "
+                                 f"shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler option")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified batch_sampler option")
+        else:
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        if sampler is None:
+            if isinstance(dataset, IterableDataset):
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.num_workers = num_workers
+        self.prefetch_factor = (2 if num_workers > 0 else None) if prefetch_factor is None else prefetch_factor
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.generator = generator
+        self.persistent_workers = persistent_workers
+        self.in_order = in_order
+        self.collate_fn = collate_fn if collate_fn is not None else (
+            default_collate if self._auto_collation else default_convert)
+        self._iterator = None
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return _SingleProcessIter(self)
+        if self.persistent_workers:
+            if self._iterator is None or self._iterator._shutdown:
+                self._iterator = _MultiProcessIter(self)
+            else:
+                self._iterator._reset(self)
+            return self._iterator
+        return _MultiProcessIter(self)
+
+    def __len__(self) -> int:
+        if isinstance(self.dataset, IterableDataset):
+            n = len(self.dataset)          # TypeError if the stream has no length, as in PyTorch
+            if self.batch_size is not None:
+                n = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            return n
+        return len(self._index_sampler)
+
+    def __del__(self):
+        it = getattr(self, "_iterator", None)
+        if it is not None and sys is not None:
+            it._shutdown_workers()
+
