@@ -1,0 +1,94 @@
+"""Op records for the fused neural-network primitives of ``dyngraph/ops/nn.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.opinfo import OpInfo, Sample, randn
+
+
+def _F(m):  # noqa: N802
+    return m.nn.functional
+
+
+def _softmax_samples(rng, dt):
+    return [
+        Sample((randn(rng, (3, 4), dt),), {"dim": 1}),
+        Sample((randn(rng, (2, 3, 4), dt),), {"dim": 0}, desc="dim0"),
+        Sample((randn(rng, (2, 3, 4), dt) * 30,), {"dim": -1}, desc="large"),
+        Sample((randn(rng, (5,), dt),), {"dim": 0}, desc="1d"),
+        Sample((randn(rng, (0, 3), dt),), {"dim": 1}, desc="empty"),
+        Sample((randn(rng, (4, 3), dt).T,), {"dim": 1}, desc="noncontig"),
+    ]
+
+
+def _linear_samples(rng, dt):
+    return [
+        Sample((randn(rng, (3, 4), dt), randn(rng, (2, 4), dt), randn(rng, (2,), dt))),
+        Sample((randn(rng, (2, 3, 4), dt), randn(rng, (5, 4), dt), randn(rng, (5,), dt)),
+               desc="batched"),
+        Sample((randn(rng, (4,), dt), randn(rng, (3, 4), dt), randn(rng, (3,), dt)), desc="1d"),
+    ]
+
+
+def _linear_nobias_samples(rng, dt):
+    return [Sample((randn(rng, (3, 4), dt), randn(rng, (2, 4), dt))),
+            Sample((randn(rng, (2, 2, 4), dt), randn(rng, (3, 4), dt)), desc="batched")]
+
+
+def _embedding_samples(rng, dt):
+    return [
+        Sample((np.array([[0, 2, 1], [3, 0, 2]]), randn(rng, (4, 3), dt))),
+        Sample((np.array([1, 1, 3]), randn(rng, (5, 2), dt)), desc="repeat"),
+    ]
+
+
+def _nll_samples(rng, dt):
+    def logp(shape):
+        x = randn(rng, shape, dt)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+    return [
+        Sample((logp((4, 3)), np.array([0, 2, 1, 2]))),
+        Sample((logp((2, 3, 2)), np.array([[0, 2], [1, 1]])), desc="nd"),
+        Sample((logp((4, 3)), np.array([0, -100, 1, 2])), desc="ignore"),
+    ]
+
+
+def _ce_samples(rng, dt):
+    return [
+        Sample((randn(rng, (4, 3), dt), np.array([0, 2, 1, 2]))),
+        Sample((randn(rng, (2, 3, 2), dt), np.array([[0, 2], [1, 1]])), desc="nd"),
+    ]
+
+
+def _weighted_nll(m, x, t, w):
+    return _F(m).nll_loss(x, t, weight=w)
+
+
+OPS = [
+    OpInfo("nn.softmax", lambda m, x, dim: _F(m).softmax(x, dim), _softmax_samples),
+    OpInfo("nn.log_softmax", lambda m, x, dim: _F(m).log_softmax(x, dim), _softmax_samples),
+    OpInfo("nn.log_softmax_method", lambda m, x, dim: x.log_softmax(dim), _softmax_samples),
+    OpInfo("nn.linear", lambda m, x, w, b: _F(m).linear(x, w, b), _linear_samples),
+    OpInfo("nn.linear_nobias", lambda m, x, w: _F(m).linear(x, w), _linear_nobias_samples),
+    OpInfo("nn.embedding", lambda m, i, w: _F(m).embedding(i, w), _embedding_samples),
+    # padding rows get no gradient by definition (not the derivative): no finite differences
+    OpInfo("nn.embedding_padding", lambda m, i, w: _F(m).embedding(i, w, padding_idx=0),
+           _embedding_samples, fd=False),
+    OpInfo("nn.embedding_scale_freq",
+           lambda m, i, w: _F(m).embedding(i, w, scale_grad_by_freq=True), _embedding_samples,
+           fd=False),
+    OpInfo("nn.nll_loss_mean", lambda m, x, t: _F(m).nll_loss(x, t), _nll_samples),
+    OpInfo("nn.nll_loss_sum", lambda m, x, t: _F(m).nll_loss(x, t, reduction="sum"),
+           _nll_samples),
+    OpInfo("nn.nll_loss_none", lambda m, x, t: _F(m).nll_loss(x, t, reduction="none"),
+           _nll_samples),
+    OpInfo("nn.nll_loss_weight", _weighted_nll,
+           lambda rng, dt: [Sample(s.args + (np.array([0.5, 2.0, 1.5], dtype=dt),), desc=s.desc)
+                            for s in _nll_samples(rng, dt)],
+           grad_argnums=(0,)),
+    OpInfo("nn.cross_entropy", lambda m, x, t: _F(m).cross_entropy(x, t), _ce_samples),
+    OpInfo("nn.cross_entropy_smooth",
+           lambda m, x, t: _F(m).cross_entropy(x, t, label_smoothing=0.2), _ce_samples),
+]
