@@ -40,6 +40,8 @@ def _enc(x):
         return {"sym": [x.k, x.c]}
     if x is None or isinstance(x, (bool, str)):
         return x
+    if x is Ellipsis:
+        return {"ellipsis": True}
     if isinstance(x, int):
         return int(x)
     if isinstance(x, float):
@@ -70,6 +72,8 @@ def _dec(x):
     if isinstance(x, dict):
         if "v" in x:
             return Var(x["v"])
+        if "ellipsis" in x:
+            return Ellipsis
         if "sym" in x:
             return Sym(*x["sym"])
         if "float" in x:
