@@ -17,7 +17,7 @@ tensor([3, 3, 2, 2, 1])
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 import numpy as np
 
@@ -51,17 +51,15 @@ def invert_permutation(permutation):
     return _const(inv)
 
 
-class PackedSequence(NamedTuple):
+class PackedSequence(namedtuple("PackedSequence_",
+                                 ["data", "batch_sizes", "sorted_indices", "unsorted_indices"])):
     """Packed rows of variable-length sequences (``data``, ``batch_sizes``, sort permutations).
 
     ``batch_sizes``, ``sorted_indices`` and ``unsorted_indices`` are int64 tensors;
     the index tensors are ``None`` when the batch was already sorted by length.
     """
 
-    data: Tensor
-    batch_sizes: Tensor | None = None
-    sorted_indices: Tensor | None = None
-    unsorted_indices: Tensor | None = None
+    __slots__ = ()
 
     def __new__(cls, data, batch_sizes=None, sorted_indices=None, unsorted_indices=None):
         if unsorted_indices is None:

@@ -1,0 +1,453 @@
+"""Recurrent layers: RNN, LSTM, GRU and their cells, with PyTorch's parameters and numerics.
+
+Parameter names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``,
+``bias_hh_l0``, ``..._reverse``), shapes, gate order (LSTM: i, f, g, o; GRU:
+r, z, n with ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``) and default
+initialisation (U(-1/sqrt(hidden), 1/sqrt(hidden))) are PyTorch's, so state
+dicts load both ways.  Inputs may be padded ``(T, B, *)`` / ``(B, T, *)``
+(``batch_first``), unbatched ``(T, *)``, or a :class:`PackedSequence`.
+
+Each layer and direction is one fused primitive (``dyngraph.ops.rnn``): the
+input projection for all steps is one GEMM, the time loop runs in NumPy and
+backward is one pass of back-propagation through time.
+
+>>> lstm = dg.nn.LSTM(10, 20, num_layers=2)
+>>> out, (h, c) = lstm(dg.randn(5, 3, 10))
+>>> out.shape, h.shape
+(dyngraph.Size([5, 3, 20]), dyngraph.Size([2, 3, 20]))
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..ops.indexing import index_select
+from ..ops.nn import linear
+from ..ops.rnn import gru_layer, lstm_layer, rnn_layer
+from ..ops.shape import cat, reshape, stack, transpose, unsqueeze
+from ..tensor import Tensor
+from . import functional as F  # noqa: N812
+from . import init
+from ._factory import new_param
+from .module import Module
+from .utils.rnn import PackedSequence
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _zeros(shape, like: Tensor) -> Tensor:
+    return Tensor._make(np.zeros(shape, dtype=like._data.dtype), False, None, 0)
+
+
+def _dt(t) -> str:
+    return str(t.dtype).replace("dyngraph.", "")
+
+
+class RNNBase(Module):
+    """Shared machinery of :class:`RNN`, :class:`LSTM` and :class:`GRU`."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError(
+                f"{name}: dropout should be a number in range [0, 1] representing the probability "
+                f"of an element being zeroed, got {dropout!r}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
+                f"num_layers={num_layers}", stacklevel=2)
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError(f"{name}: hidden_size must be a positive int, got {hidden_size!r}")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError(f"{name}: num_layers must be a positive int, got {num_layers!r}")
+        if proj_size < 0:
+            raise ValueError(f"{name}: proj_size should be a positive integer or zero to disable projections")
+        if proj_size:
+            if proj_size >= hidden_size:
+                raise ValueError(f"{name}: proj_size has to be smaller than hidden_size")
+            raise NotImplementedError(
+                f"{name}: proj_size > 0 (LSTM with projections) is not supported by dyngraph yet")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        d = 2 if bidirectional else 1
+        gate = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else hidden_size * d
+            for direction in range(d):
+                sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
+                setattr(self, names[0], new_param((gate, in_size), device, dtype))
+                setattr(self, names[1], new_param((gate, hidden_size), device, dtype))
+                if bias:
+                    names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
+                    setattr(self, names[2], new_param((gate,), device, dtype))
+                    setattr(self, names[3], new_param((gate,), device, dtype))
+                self._flat_weights_names.extend(names)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    @property
+    def _flat_weights(self) -> list:
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self) -> list:
+        per = 4 if self.bias else 2
+        ws = self._flat_weights
+        return [ws[i:i + per] for i in range(0, len(ws), per)]
+
+    def flatten_parameters(self) -> None:
+        """No-op (kept for PyTorch compatibility: weights are always usable as they are)."""
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if self.proj_size != 0:
+            s += ", proj_size={proj_size}"
+        if self.num_layers != 1:
+            s += ", num_layers={num_layers}"
+        if self.bias is not True:
+            s += ", bias={bias}"
+        if self.batch_first is not False:
+            s += ", batch_first={batch_first}"
+        if self.dropout != 0:
+            s += ", dropout={dropout}"
+        if self.bidirectional is not False:
+            s += ", bidirectional={bidirectional}"
+        return s.format(**self.__dict__)
+
+    # -- forward -------------------------------------------------------------
+    def _prepare(self, input, hx):  # noqa: A002
+        """Return (data (S, I), batch_sizes, max_batch, layout info, hx list)."""
+        name = type(self).__name__
+        if isinstance(input, PackedSequence):
+            data = input.data
+            sizes = input._sizes()
+            info = ("packed", input)
+            b = sizes[0]
+        else:
+            if not isinstance(input, Tensor):
+                raise TypeError(f"{name}: expected a Tensor or PackedSequence, got {type(input).__name__}")
+            nd = input._data.ndim
+            if nd not in (2, 3):
+                raise ValueError(
+                    f"{name}: Expected input to be 2D (unbatched) or 3D (batched), got {nd}D input "
+                    f"of shape {list(input.shape)}")
+            unbatched = nd == 2
+            if unbatched:
+                input = unsqueeze(input, 0 if self.batch_first else 1)
+            x = transpose(input, 0, 1) if self.batch_first else input
+            t, b = x._data.shape[:2]
+            data = reshape(x, (t * b, x._data.shape[2]))
+            sizes = (b,) * t
+            info = ("padded", (t, b, unbatched))
+        w = self._parameters[self._flat_weights_names[0]]
+        if data._data.dtype.kind != "f":
+            raise RuntimeError(
+                f"{name}: expected a floating-point input, got dtype {_dt(data)}; convert it with .float()")
+        if data._data.dtype != w._data.dtype:
+            raise RuntimeError(
+                f"{name}: input dtype {_dt(data)} does not match the weight dtype {_dt(w)}; convert "
+                "the input (x.to(dtype)) or the module (module.to(dtype))")
+        if data._data.shape[-1] != self.input_size:
+            raise RuntimeError(
+                f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                f"got {data._data.shape[-1]}")
+        if 0 in data._data.shape[:1] or not sizes:
+            raise RuntimeError(f"{name}: expected a non-empty sequence, got input of shape {list(data.shape)}")
+        return data, sizes, b, info
+
+    def _state(self, h, b, info, what="hidden"):
+        """Check / default one initial state and bring it into the packed sort order."""
+        name = type(self).__name__
+        d = 2 if self.bidirectional else 1
+        want = (self.num_layers * d, b, self.hidden_size)
+        w = self._parameters[self._flat_weights_names[0]]
+        if h is None:
+            return _zeros(want, w)
+        if not isinstance(h, Tensor):
+            raise TypeError(f"{name}: the initial {what} state must be a Tensor, got {type(h).__name__}")
+        if info[0] == "padded" and info[1][2]:
+            if h._data.ndim != 2:
+                raise RuntimeError(
+                    f"{name}: for unbatched 2-D input, hx should also be 2-D but got a "
+                    f"{h._data.ndim}-D tensor of shape {list(h.shape)}")
+            h = unsqueeze(h, 1)
+        if tuple(h._data.shape) != want:
+            raise RuntimeError(f"{name}: Expected {what} size {want}, got {list(h.shape)}")
+        if h._data.dtype != w._data.dtype:
+            raise RuntimeError(f"{name}: {what} state dtype {_dt(h)} does not match the weight dtype {_dt(w)}")
+        if info[0] == "packed" and info[1].sorted_indices is not None:
+            h = index_select(h, 1, info[1].sorted_indices)
+        return h
+
+    def _finish(self, out, states, info):
+        """Wrap the packed output rows and final states like PyTorch does."""
+        if info[0] == "packed":
+            packed = info[1]
+            if packed.unsorted_indices is not None:
+                states = [index_select(s, 1, packed.unsorted_indices) for s in states]
+            return packed._with_data(out), states
+        t, b, unbatched = info[1]
+        out = reshape(out, (t, b, out._data.shape[-1]))
+        if self.batch_first:
+            out = transpose(out, 0, 1)
+        if unbatched:
+            out = out[0] if self.batch_first else out[:, 0]
+            states = [s[:, 0] for s in states]
+        return out, states
+
+    def _run(self, data, sizes, init_states):
+        """All layers and directions; ``init_states`` is a list of (L*D, B, H) tensors."""
+        d = 2 if self.bidirectional else 1
+        finals = [[] for _ in init_states]
+        x = data
+        p = self._parameters
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(d):
+                sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                k = layer * d + direction
+                h0s = [s[k] for s in init_states]
+                res = self._layer(x, h0s, p[f"weight_ih{sfx}"], p[f"weight_hh{sfx}"],
+                                  p.get(f"bias_ih{sfx}"), p.get(f"bias_hh{sfx}"), sizes, direction == 1)
+                outs.append(res[0])
+                for j, s in enumerate(res[1:]):
+                    finals[j].append(s)
+            x = outs[0] if d == 1 else cat(outs, 1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, [stack(f, 0) for f in finals]
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu).
+
+    >>> rnn = dg.nn.RNN(4, 8, nonlinearity='relu', batch_first=True)
+    >>> rnn(dg.randn(2, 5, 4))[0].shape
+    dyngraph.Size([2, 5, 8])
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
+                         hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         0, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+        b = None if b_ih is None else b_ih + b_hh
+        return rnn_layer(linear(x, w_ih, b), h0s[0], w_hh, sizes, reverse, self.nonlinearity)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        data, sizes, b, info = self._prepare(input, hx)
+        h0 = self._state(hx, b, info)
+        out, (hn,) = self._run(data, sizes, [h0])
+        out, (hn,) = self._finish(out, [hn], info)
+        return out, hn
+
+
+class LSTM(RNNBase):
+    """Long short-term memory (PyTorch's ``nn.LSTM``); gate order i, f, g, o.
+
+    Returns ``output, (h_n, c_n)``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, proj_size, device, dtype)
+
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+        b = None if b_ih is None else b_ih + b_hh
+        return lstm_layer(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        data, sizes, b, info = self._prepare(input, hx)
+        if hx is None:
+            h0 = c0 = None
+        else:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise TypeError("LSTM: hx must be a tuple (h_0, c_0) of tensors")
+            h0, c0 = hx
+        h0 = self._state(h0, b, info, "hidden")
+        c0 = self._state(c0, b, info, "cell")
+        out, (hn, cn) = self._run(data, sizes, [h0, c0])
+        out, (hn, cn) = self._finish(out, [hn, cn], info)
+        return out, (hn, cn)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (PyTorch's ``nn.GRU``); gate order r, z, n.
+
+    Returns ``output, h_n``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, 0, device, dtype)
+
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+        return gru_layer(linear(x, w_ih, b_ih), h0s[0], w_hh, b_hh, sizes, reverse)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        data, sizes, b, info = self._prepare(input, hx)
+        h0 = self._state(hx, b, info)
+        out, (hn,) = self._run(data, sizes, [h0])
+        out, (hn,) = self._finish(out, [hn], info)
+        return out, hn
+
+
+# ---------------------------------------------------------------------------
+# cells: one step, same fused primitives with a single time step
+# ---------------------------------------------------------------------------
+
+class RNNCellBase(Module):
+    """Shared parameters of the cells: ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
+                 device=None, dtype=None):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = new_param((num_chunks * hidden_size, input_size), device, dtype)
+        self.weight_hh = new_param((num_chunks * hidden_size, hidden_size), device, dtype)
+        if bias:
+            self.bias_ih = new_param((num_chunks * hidden_size,), device, dtype)
+            self.bias_hh = new_param((num_chunks * hidden_size,), device, dtype)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if "bias" in self.__dict__ and self.bias is not True:
+            s += ", bias={bias}"
+        if "nonlinearity" in self.__dict__ and self.nonlinearity != "tanh":
+            s += ", nonlinearity={nonlinearity}"
+        return s.format(**self.__dict__)
+
+    def _check(self, input, states):  # noqa: A002
+        name = type(self).__name__
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: expected a Tensor input, got {type(input).__name__}")
+        if input._data.ndim not in (1, 2):
+            raise ValueError(
+                f"{name}: Expected input to be 1D or 2D, got {input._data.ndim}D instead "
+                f"(shape {list(input.shape)})")
+        w = self._parameters["weight_ih"]
+        if input._data.dtype != w._data.dtype:
+            raise RuntimeError(
+                f"{name}: input dtype {_dt(input)} does not match the weight dtype {_dt(w)}")
+        if input._data.shape[-1] != self.input_size:
+            raise RuntimeError(
+                f"{name}: input has inconsistent input_size: got {input._data.shape[-1]} expected "
+                f"{self.input_size}")
+        batched = input._data.ndim == 2
+        if not batched:
+            input = unsqueeze(input, 0)
+        b = input._data.shape[0]
+        out = []
+        for s in states:
+            if s is None:
+                s = _zeros((b, self.hidden_size), w)
+            else:
+                if s._data.ndim != (2 if batched else 1):
+                    raise RuntimeError(
+                        f"{name}: the state must be {2 if batched else 1}-D for a "
+                        f"{input._data.ndim}-D input, got shape {list(s.shape)}")
+                if not batched:
+                    s = unsqueeze(s, 0)
+                if tuple(s._data.shape) != (b, self.hidden_size):
+                    raise RuntimeError(
+                        f"{name}: Expected hidden size {(b, self.hidden_size)}, got {list(s.shape)}")
+            out.append(s)
+        return input, out, batched
+
+
+class RNNCell(RNNCellBase):
+    """One Elman step: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: Unknown nonlinearity: {nonlinearity}")
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), batched = self._check(input, [hx])
+        p = self._parameters
+        b = None if p["bias_ih"] is None else p["bias_ih"] + p["bias_hh"]
+        _, hn = rnn_layer(linear(x, p["weight_ih"], b), h, p["weight_hh"], (x._data.shape[0],),
+                          False, self.nonlinearity)
+        return hn if batched else hn[0]
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step; returns ``(h', c')``.
+
+    >>> cell = dg.nn.LSTMCell(3, 5)
+    >>> h, c = cell(dg.randn(2, 3))
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        h0, c0 = (None, None) if hx is None else hx
+        x, (h, c), batched = self._check(input, [h0, c0])
+        p = self._parameters
+        b = None if p["bias_ih"] is None else p["bias_ih"] + p["bias_hh"]
+        _, hn, cn = lstm_layer(linear(x, p["weight_ih"], b), h, c, p["weight_hh"],
+                               (x._data.shape[0],))
+        return (hn, cn) if batched else (hn[0], cn[0])
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step (gate order r, z, n)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), batched = self._check(input, [hx])
+        p = self._parameters
+        _, hn = gru_layer(linear(x, p["weight_ih"], p["bias_ih"]), h, p["weight_hh"], p["bias_hh"],
+                          (x._data.shape[0],))
+        return hn if batched else hn[0]
