@@ -23,6 +23,7 @@ the indexed tensor are never needed, so nodes keep its shape only
 from __future__ import annotations
 
 import operator
+import re
 
 import numpy as np
 
@@ -62,9 +63,9 @@ def _zeros(like, shape):
 
 def _torch_msg(exc: Exception) -> str:
     msg = str(exc).replace("for axis", "for dimension")
-    if msg.startswith("too many indices for array"):
-        msg = msg.replace("too many indices for array: array is",
-                          "too many indices for tensor: tensor is")
+    m = re.match(r"too many indices for array: array is (\d+)-dimensional, but (\d+) were indexed", msg)
+    if m:
+        msg = f"too many indices for tensor of dimension {m.group(1)} ({m.group(2)} were indexed)"
     return msg
 
 
