@@ -2,40 +2,68 @@
 
 from __future__ import annotations
 
+import builtins
+import string
+from collections import namedtuple
+
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, _wrap_dim
+from . import elementwise as _ew
+from . import reduction as _red
+from . import shape as _shape
 from ._util import as_tensor_arg, install
 from .registry import bind, primitive
 
-__all__ = ["matmul"]
+__all__ = [
+    "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
+    "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diag_embed", "trace",
+    "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky",
+]
 
 
 def _check_matmul(x, y):
+    """Raise PyTorch's error for operands ``np.matmul`` refused, naming the op and shapes."""
     if x.ndim == 0 or y.ndim == 0:
         raise RuntimeError(
-            f"both arguments to matmul need to be at least 1D, but they are {x.ndim}D and {y.ndim}D")
+            f"matmul: both arguments to matmul need to be at least 1D, but they are {x.ndim}D "
+            f"and {y.ndim}D")
     kx = x.shape[-1]
     ky = y.shape[-2] if y.ndim >= 2 else y.shape[0]
     if kx != ky:
+        if x.ndim == 1 and y.ndim == 1:
+            raise RuntimeError(
+                f"matmul: inconsistent tensor size, expected tensor [{kx}] and src [{ky}] to have "
+                f"the same number of elements, but got {kx} and {ky} elements respectively")
+        if y.ndim == 1:
+            raise RuntimeError(f"matmul: size mismatch, got input ({x.shape[-2]}), mat "
+                               f"({_fmt(x.shape)}), vec ({ky})")
         raise RuntimeError(
-            f"mat1 and mat2 shapes cannot be multiplied ({_fmt(x.shape)} and {_fmt(y.shape)})")
-    if x.dtype != y.dtype:
-        raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != {y.dtype}")
+            f"matmul: mat1 and mat2 shapes cannot be multiplied ({_fmt(x.shape)} and "
+            f"{_fmt(y.shape)})")
+    bx, by = x.shape[:-2], y.shape[:-2]
+    for i in range(1, builtins.min(len(bx), len(by)) + 1):
+        if bx[-i] != by[-i] and 1 not in (bx[-i], by[-i]):
+            n = builtins.max(len(bx), len(by)) - i
+            raise RuntimeError(
+                f"matmul: The size of tensor a ({bx[-i]}) must match the size of tensor b "
+                f"({by[-i]}) at non-singleton dimension {n} (shapes {list(x.shape)} and "
+                f"{list(y.shape)})")
 
 
 def _fmt(shape):
     if len(shape) == 1:
         return f"1x{shape[0]}"
-    return "x".join(str(s) for s in shape[-2:]) if len(shape) == 2 else "x".join(map(str, shape))
+    return "x".join(map(str, shape))
 
 
 @primitive("matmul", save_inputs=True)
 def matmul_p(x, y):
     if x.dtype is not y.dtype and x.dtype != y.dtype:
         raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != {y.dtype}")
+            f"matmul: expected m1 and m2 to have the same dtype, but got: {_cname(x.dtype)} != "
+            f"{_cname(y.dtype)} (shapes {list(x.shape)} and {list(y.shape)}); convert one "
+            "operand with .to(other.dtype)")
     try:
         return np.matmul(x, y)
     except ValueError:
@@ -114,4 +142,664 @@ def _rmatmul_method(self, other):
     return bind(matmul_p, (as_tensor_arg(other, "matmul"), self))
 
 
-install({"matmul": matmul, "__matmul__": _matmul_method, "__rmatmul__": _rmatmul_method})
+# ===========================================================================
+# argument checks with PyTorch's wording (prefixed with the op name)
+# ===========================================================================
+
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "Half", "int64": "long",
+            "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}
+
+
+def _cname(dt) -> str:
+    return _C_NAMES.get(np.dtype(dt).name, np.dtype(dt).name)
+
+
+def _tensor(x, op):
+    return x if isinstance(x, Tensor) else as_tensor_arg(x, op)
+
+
+def _need_ndim(t, n, what, op):
+    if t._data.ndim != n:
+        raise RuntimeError(f"{op}: {what} must be a {n}D tensor{' (a matrix)' if n == 2 else ''}, "
+                           f"but got a {t._data.ndim}D tensor of shape {list(t._data.shape)}")
+
+
+def _same_dtype(a, b, op):
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(
+            f"{op}: expected both operands to have the same dtype, but got {a.dtype} and "
+            f"{b.dtype}; convert one with .to(other.dtype)")
+
+
+def _prod_int(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ===========================================================================
+# products built on matmul
+# ===========================================================================
+
+def mm(input, mat2):  # noqa: A002
+    """Product of two matrices (no broadcasting).
+
+    >>> dg.mm(dg.ones(2, 3), dg.ones(3, 4)).shape
+    dyngraph.Size([2, 4])
+    """
+    input, mat2 = _tensor(input, "mm"), _tensor(mat2, "mm")
+    _need_ndim(input, 2, "self", "mm")
+    _need_ndim(mat2, 2, "mat2", "mm")
+    return bind(matmul_p, (input, mat2))
+
+
+def bmm(input, mat2):  # noqa: A002
+    """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` tensors."""
+    input, mat2 = _tensor(input, "bmm"), _tensor(mat2, "bmm")
+    _need_ndim(input, 3, "batch1", "bmm")
+    _need_ndim(mat2, 3, "batch2", "bmm")
+    b, _, k = input._data.shape
+    if mat2._data.shape[:2] != (b, k):
+        raise RuntimeError(
+            f"bmm: Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}] but "
+            f"got: [{mat2._data.shape[0]}, {mat2._data.shape[1]}].")
+    return bind(matmul_p, (input, mat2))
+
+
+def mv(input, vec):  # noqa: A002
+    """Matrix-vector product."""
+    input, vec = _tensor(input, "mv"), _tensor(vec, "mv")
+    _need_ndim(input, 2, "self", "mv")
+    _need_ndim(vec, 1, "vec", "mv")
+    return bind(matmul_p, (input, vec))
+
+
+def dot(input, other):  # noqa: A002
+    """Inner product of two 1-D tensors.
+
+    >>> dg.dot(dg.tensor([1., 2.]), dg.tensor([3., 4.]))
+    tensor(11.)
+    """
+    input, other = _tensor(input, "dot"), _tensor(other, "dot")
+    if input._data.ndim != 1 or other._data.ndim != 1:
+        raise RuntimeError(f"dot: 1D tensors expected, but got {input._data.ndim}D and "
+                           f"{other._data.ndim}D tensors")
+    if input._data.shape != other._data.shape:
+        n, m = input._data.shape[0], other._data.shape[0]
+        raise RuntimeError(
+            f"dot: inconsistent tensor size, expected tensor [{n}] and src [{m}] to have the same "
+            f"number of elements, but got {n} and {m} elements respectively")
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(
+            f"dot : expected both vectors to have same dtype, but found "
+            f"{_cname(input._data.dtype).capitalize()} and {_cname(other._data.dtype).capitalize()}")
+    return bind(matmul_p, (input, other))
+
+
+vdot = dot  # real tensors only: no conjugation to do
+
+
+def outer(input, vec2):  # noqa: A002
+    """Outer product ``input[:, None] * vec2[None, :]`` of two vectors."""
+    input, vec2 = _tensor(input, "outer"), _tensor(vec2, "outer")
+    if input._data.ndim != 1 or vec2._data.ndim != 1:
+        raise RuntimeError(f"outer: expected 1D vectors, but got {input._data.ndim}D and "
+                           f"{vec2._data.ndim}D tensors")
+    return bind(_shape.reshape_p, (input,), {"shape": (input._data.shape[0], 1)}) * vec2
+
+
+ger = outer
+
+
+def _scaled_add(input, prod, beta, alpha):  # noqa: A002
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:  # PyTorch ignores input's values (even NaN) when beta is 0; its grad is 0
+        return bind(_ew.where_p, (_TRUE, prod, input))
+    return (input if beta == 1 else input * beta) + prod
+
+
+_TRUE = Tensor._make(np.ones((), bool), False, None, 0)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    return _scaled_add(_tensor(input, "addmm"), mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _scaled_add(_tensor(input, "addmv"), mv(mat, vec), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    return _scaled_add(_tensor(input, "baddbmm"), bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    prod = _red.sum(bmm(batch1, batch2), 0)
+    return _scaled_add(_tensor(input, "addbmm"), prod, beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    return _scaled_add(_tensor(input, "addr"), outer(vec1, vec2), beta, alpha)
+
+
+def tensordot(a, b, dims=2):
+    """Contract ``dims`` of ``a`` with ``dims`` of ``b`` (an int: last/first ``dims``; or two
+    lists of dimensions).
+
+    >>> dg.tensordot(dg.ones(2, 3), dg.ones(3, 4), dims=1).shape
+    dyngraph.Size([2, 4])
+    """
+    a, b = _tensor(a, "tensordot"), _tensor(b, "tensordot")
+    na, nb = a._data.ndim, b._data.ndim
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot: expects dims >= 0, but got dims={dims}")
+        if dims > builtins.min(na, nb):
+            raise RuntimeError(f"tensordot: dims={dims} is larger than the dimensions of the "
+                               f"operands (shapes {list(a.shape)} and {list(b.shape)})")
+        da, db = list(range(na - dims, na)), list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    if len(da) != len(db):
+        raise RuntimeError(f"tensordot: both dimension lists should have same length, got {da} and {db}")
+    da = [_wrap_dim(d, na, "tensordot") for d in da]
+    db = [_wrap_dim(d, nb, "tensordot") for d in db]
+    sa, sb = a._data.shape, b._data.shape
+    for i, j in zip(da, db, strict=True):
+        if sa[i] != sb[j]:
+            raise RuntimeError(
+                f"tensordot: contracted dimensions need to match, but first has size {sa[i]} in "
+                f"dim {i} and second has size {sb[j]} in dim {j}")
+    fa = [i for i in range(na) if i not in da]
+    fb = [j for j in range(nb) if j not in db]
+    k = _prod_int(sa[i] for i in da)
+    am = _permute_reshape(a, fa + da, (_prod_int(sa[i] for i in fa), k))
+    bm = _permute_reshape(b, db + fb, (k, _prod_int(sb[j] for j in fb)))
+    res = bind(matmul_p, (am, bm))
+    return bind(_shape.reshape_p, (res,), {"shape": tuple(sa[i] for i in fa) + tuple(sb[j] for j in fb)})
+
+
+def _permute_reshape(t, perm, shape):
+    if perm != list(range(len(perm))):
+        t = bind(_shape.permute_p, (t,), {"dims": tuple(perm)})
+    return bind(_shape.reshape_p, (t,), {"shape": shape})
+
+
+def inner(input, other):  # noqa: A002
+    """Sum-product over the last dimension of both (a plain product if either is 0-d)."""
+    input, other = _tensor(input, "inner"), _tensor(other, "inner")
+    if input._data.ndim == 0 or other._data.ndim == 0:
+        return input * other
+    if input._data.shape[-1] != other._data.shape[-1]:
+        raise RuntimeError(
+            f"inner() the last dimension must match on both input tensors but got shapes "
+            f"{list(input.shape)} and {list(other.shape)}")
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def kron(input, other):  # noqa: A002
+    """Kronecker product: blocks ``input[i, j] * other``."""
+    input, other = _tensor(input, "kron"), _tensor(other, "kron")
+    n = builtins.max(input._data.ndim, other._data.ndim)
+    sa = (1,) * (n - input._data.ndim) + input._data.shape
+    sb = (1,) * (n - other._data.ndim) + other._data.shape
+    a = bind(_shape.reshape_p, (input,), {"shape": tuple(x for s in sa for x in (s, 1))})
+    b = bind(_shape.reshape_p, (other,), {"shape": tuple(x for s in sb for x in (1, s))})
+    return bind(_shape.reshape_p, (a * b,), {"shape": tuple(p * q for p, q in zip(sa, sb, strict=True))})
+
+
+# ===========================================================================
+# diagonals and triangles
+# ===========================================================================
+
+@primitive("diagonal", meta=True, is_view=True)
+def diagonal_p(x, offset=0, dim1=0, dim2=1):
+    d = np.diagonal(x, offset, dim1, dim2)
+    if x.flags.writeable:  # PyTorch's diagonal is a writable view
+        d.flags.writeable = True
+    return d
+
+
+@primitive("diagonal_scatter_zeros")
+def diag_embed_p(g, shape=(), offset=0, dim1=0, dim2=1):
+    """Zeros of ``shape`` with ``g`` on the given diagonal (the adjoint of ``diagonal``)."""
+    out = np.zeros(shape, dtype=g.dtype)
+    view = np.diagonal(out, offset, dim1, dim2)
+    view.flags.writeable = True
+    view[...] = g
+    return out
+
+
+diagonal_p.defvjp(lambda g, out, x, offset=0, dim1=0, dim2=1:
+                  diag_embed_p(g, shape=tuple(x.shape), offset=offset, dim1=dim1, dim2=dim2))
+diag_embed_p.defvjp(lambda g, out, x, shape=(), offset=0, dim1=0, dim2=1:
+                    diagonal_p(g, offset=offset, dim1=dim1, dim2=dim2))
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):  # noqa: A002
+    """A view of the diagonal with ``offset`` of the planes ``(dim1, dim2)``, as the last dim.
+
+    >>> dg.diagonal(dg.tensor([[1., 2.], [3., 4.]]))
+    tensor([1., 4.])
+    """
+    input = _tensor(input, "diagonal")
+    n = input._data.ndim
+    if n < 2:
+        raise RuntimeError(f"diagonal: expected a tensor with at least 2 dimensions, got {n}D")
+    d1, d2 = _wrap_dim(dim1, n, "diagonal"), _wrap_dim(dim2, n, "diagonal")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return bind(diagonal_p, (input,), {"offset": int(offset), "dim1": d1, "dim2": d2})
+
+
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):  # noqa: A002
+    """Place the last dimension of ``input`` on the diagonal of new planes ``(dim1, dim2)``."""
+    input = _tensor(input, "diag_embed")
+    n = input._data.ndim + 1
+    d1, d2 = _wrap_dim(dim1, n, "diag_embed"), _wrap_dim(dim2, n, "diag_embed")
+    if d1 == d2:
+        raise RuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    m = input._data.shape[-1] + abs(int(offset))
+    rest = list(input._data.shape[:-1])
+    shape = []
+    for i in range(n):
+        shape.append(m if i in (d1, d2) else rest.pop(0))
+    # diag_embed_p fills np.diagonal(out, offset, d1, d2), whose last axis is input's last axis
+    return bind(diag_embed_p, (input,), {"shape": tuple(shape), "offset": int(offset),
+                                         "dim1": d1, "dim2": d2})
+
+
+def diag(input, diagonal: int = 0):  # noqa: A002
+    """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal (a copy)."""
+    input = _tensor(input, "diag")
+    n = input._data.ndim
+    if n == 1:
+        m = input._data.shape[0] + abs(int(diagonal))
+        return bind(diag_embed_p, (input,), {"shape": (m, m), "offset": int(diagonal),
+                                             "dim1": 0, "dim2": 1})
+    if n == 2:
+        return _shape.clone(diagonal_(input, diagonal))
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {n}D")
+
+
+def diagonal_(input, offset):  # noqa: A002
+    return bind(diagonal_p, (input,), {"offset": int(offset), "dim1": 0, "dim2": 1})
+
+
+def trace(input):  # noqa: A002
+    """Sum of the main diagonal of a matrix."""
+    input = _tensor(input, "trace")
+    if input._data.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input._data.ndim}")
+    return _red.sum(diagonal_(input, 0))
+
+
+@primitive("tril")
+def tril_p(x, diagonal=0):
+    return np.tril(x, diagonal)
+
+
+@primitive("triu")
+def triu_p(x, diagonal=0):
+    return np.triu(x, diagonal)
+
+
+tril_p.defvjp(lambda g, out, x, diagonal=0: tril_p(g, diagonal=diagonal))
+triu_p.defvjp(lambda g, out, x, diagonal=0: triu_p(g, diagonal=diagonal))
+
+
+def _tri(prim, input, diagonal, op):  # noqa: A002
+    input = _tensor(input, op)
+    if input._data.ndim < 2:
+        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got "
+                           f"{input._data.ndim}D (shape {list(input.shape)})")
+    return bind(prim, (input,), {"diagonal": int(diagonal)})
+
+
+def tril(input, diagonal: int = 0):  # noqa: A002
+    """Lower triangle (on and below the ``diagonal``-th diagonal) of the last two dims."""
+    return _tri(tril_p, input, diagonal, "tril")
+
+
+def triu(input, diagonal: int = 0):  # noqa: A002
+    """Upper triangle (on and above the ``diagonal``-th diagonal) of the last two dims."""
+    return _tri(triu_p, input, diagonal, "triu")
+
+
+# ===========================================================================
+# einsum
+# ===========================================================================
+
+@primitive("einsum", save_inputs=True)
+def einsum_p(*ops, equation=""):
+    return np.einsum(equation, *ops, optimize=len(ops) > 2)
+
+
+def _uniq(s: str) -> str:
+    return "".join(dict.fromkeys(s))
+
+
+def _einsum_vjp(k, g, out, *ops, equation=""):
+    """Gradient for operand ``k``: an einsum of ``g`` with the other operands.
+
+    Letters of operand ``k`` that appear nowhere else were summed out: the
+    gradient is broadcast along them.  Repeated letters (``'ii'``) address a
+    diagonal: the gradient is computed per distinct letter, then placed on it.
+    """
+    lhs, rhs = equation.split("->")
+    subs = lhs.split(",")
+    mine = subs[k]
+    uniq = _uniq(mine)
+    others = [s for j, s in enumerate(subs) if j != k]
+    avail = set(rhs).union(*others)
+    keep = "".join(c for c in uniq if c in avail)
+    other_ops = [o for j, o in enumerate(ops) if j != k]
+    eq = ",".join([rhs] + others) + "->" + keep
+    gk = einsum_p(g, *other_ops, equation=eq)
+    shape = tuple(ops[k].shape)
+    size = {c: shape[i] for i, c in enumerate(mine)}
+    if len(keep) < len(uniq):
+        gk = _shape.reshape_p(gk, shape=tuple(size[c] if c in avail else 1 for c in uniq))
+        gk = _shape.expand_p(gk, shape=tuple(size[c] for c in uniq))
+    elif keep != uniq:  # cannot happen (keep keeps uniq's order) but stay safe
+        raise AssertionError(equation)
+    if len(uniq) < len(mine):
+        gk = einsum_embed_p(gk, src=uniq, dst=mine, shape=shape)
+    return gk
+
+
+einsum_p.defvjp_argnum(_einsum_vjp)
+
+
+@primitive("einsum_embed")
+def einsum_embed_p(g, src="", dst="", shape=()):
+    """Zeros of ``shape`` (subscripts ``dst`` with repeated letters) holding ``g`` (``src``)
+    on the diagonals that the repeated letters name; the adjoint of ``einsum('dst->src')``."""
+    out = np.zeros(shape, dtype=g.dtype)
+    np.einsum(f"{dst}->{src}", out)[...] = g  # a writable view of those diagonals
+    return out
+
+
+einsum_embed_p.defvjp(lambda g, out, x, src="", dst="", shape=(): einsum_p(g, equation=f"{dst}->{src}"))
+
+
+def _parse_einsum(equation: str, shapes: list) -> tuple[str, list]:
+    """Canonical ``'ab,bc->ac'`` form: explicit output, letters in place of ellipses,
+    plus the per-letter size each operand must be expanded to (size-1 broadcasting)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(shapes):
+        raise ValueError(f"einsum(): {len(subs)} operands in the equation {equation!r} but "
+                         f"{len(shapes)} tensors were given")
+    used = set(c for c in eq if c.isalpha())
+    for c in eq:
+        if not (c.isalpha() or c in ",.->"):
+            raise ValueError(f"einsum(): invalid subscript {c!r} in equation {equation!r}")
+    free = [c for c in string.ascii_letters if c not in used]
+    n_ell = 0
+    for s, shp in zip(subs, shapes, strict=True):
+        if "..." in s:
+            n_ell = builtins.max(n_ell, len(shp) - (len(s) - 3))
+    ell = "".join(free[:n_ell])
+    out_subs = []
+    for i, (s, shp) in enumerate(zip(subs, shapes, strict=True)):
+        if "..." in s:
+            k = len(shp) - (len(s) - 3)
+            if k < 0:
+                raise ValueError(f"einsum(): operand {i} has {len(shp)} dims, too few for "
+                                 f"subscripts {s!r}")
+            s = s.replace("...", ell[n_ell - k:] if k else "")
+        if len(s) != len(shp) or not s.isalpha():
+            raise ValueError(
+                f"einsum(): the number of subscripts in the equation ({len(s)}) does not match "
+                f"the number of dimensions ({len(shp)}) for operand {i} (subscripts {subs[i]!r}, "
+                f"shape {list(shp)})")
+        out_subs.append(s)
+    if arrow:
+        rhs = rhs.replace("...", ell)
+        if len(set(rhs)) != len(rhs):
+            raise ValueError(f"einsum(): output subscript appears more than once in {equation!r}")
+        allin = set("".join(out_subs))
+        for c in rhs:
+            if c not in allin:
+                raise ValueError(f"einsum(): output subscript {c!r} does not appear in the "
+                                 f"inputs of {equation!r}")
+    else:
+        joined = "".join(s for s in subs)
+        once = sorted(c for c in set(joined) if c.isalpha() and joined.count(c) == 1)
+        rhs = ell + "".join(once)
+    sizes: dict = {}
+    for i, (s, shp) in enumerate(zip(out_subs, shapes, strict=True)):
+        for c, n in zip(s, shp, strict=True):
+            old = sizes.get(c, 1)
+            if old != n and old != 1 and n != 1:
+                raise RuntimeError(
+                    f"einsum(): operands do not broadcast with remapped shapes: subscript {c!r} "
+                    f"has size {old} in one operand and {n} in operand {i} ({equation!r})")
+            sizes[c] = builtins.max(old, n)
+    return ",".join(out_subs) + "->" + rhs, [tuple(sizes[c] for c in s) for s in out_subs]
+
+
+def einsum(equation: str, *operands):
+    """Einstein summation (``'ij,jk->ik'``, implicit output, ``...`` broadcasting,
+    repeated subscripts such as ``'ii->i'``).
+
+    >>> dg.einsum('ij,jk->ik', dg.ones(2, 3), dg.ones(3, 4)).shape
+    dyngraph.Size([2, 4])
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    ops = [_tensor(o, "einsum") for o in operands]
+    if not ops:
+        raise ValueError("einsum(): must provide at least one operand")
+    dt = ops[0]._data.dtype
+    for o in ops[1:]:
+        if o._data.dtype != dt:
+            raise RuntimeError(f"einsum(): operands do not all have the same dtype ({ops[0].dtype} "
+                               f"and {o.dtype}); convert them first")
+    canon, targets = _parse_einsum(equation, [o._data.shape for o in ops])
+    for i, (o, t) in enumerate(zip(ops, targets, strict=True)):
+        if o._data.shape != t:
+            ops[i] = bind(_shape.expand_p, (o,), {"shape": t})
+    return bind(einsum_p, tuple(ops), {"equation": canon})
+
+
+# ===========================================================================
+# inverse, determinants, solve, cholesky
+# ===========================================================================
+
+def _square(x, op):
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        if x.ndim < 2:
+            raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(f"{op}: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"{op}: Expected a floating point tensor as input. Got {_cname(x.dtype)}")
+
+
+@primitive("inv", save_output=True)
+def inv_p(x):
+    _square(x, "linalg.inv")
+    try:
+        return np.linalg.inv(x)
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.inv: the input matrix is singular, so the inversion could not be completed "
+            f"(shape {list(x.shape)}); check the matrix or use a pseudo-inverse") from None
+
+
+inv_p.defvjp(lambda g, out, x: -(out.mT @ g @ out.mT))
+
+
+def _unsq2(a):
+    s = tuple(a.shape)
+    return _shape.reshape_p(a, shape=s + (1, 1))
+
+
+@primitive("det", save_inputs=True, save_output=True)
+def det_p(x):
+    _square(x, "linalg.det")
+    return np.linalg.det(x)
+
+
+def _det_vjp(g, out, x):
+    od = _np(out)
+    if np.all(od != 0):
+        return _unsq2(g * out) * inv_p(x).mT
+    if isinstance(x, Tensor):
+        raise NotImplementedError(
+            "linalg.det: higher-order gradients at a singular matrix are not implemented "
+            "(the first-order gradient is)")
+    return _unsq2(g) * _cofactor(x)
+
+
+def _cofactor(a):
+    """The cofactor matrix (transposed adjugate), also for singular matrices, via the SVD."""
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    prods = np.empty_like(s)
+    for i in range(n):
+        prods[..., i] = np.prod(np.delete(s, i, axis=-1), axis=-1)
+    sign = (np.linalg.det(u) * np.linalg.det(vt))[..., None, None]
+    adj = (vt.mT * prods[..., None, :]) @ u.mT * sign  # adj(A) = V adj(S) U^T det(U) det(V)
+    return adj.mT
+
+
+det_p.defvjp(_det_vjp)
+
+
+@primitive("slogdet", n_outputs=2, save_inputs=True)
+def slogdet_p(x):
+    _square(x, "linalg.slogdet")
+    sign, logabs = np.linalg.slogdet(x)
+    return np.asarray(sign), np.asarray(logabs)
+
+
+slogdet_p.defvjp(lambda g, out, x: _unsq2(g[1]) * inv_p(x).mT)
+
+
+@primitive("solve", save_inputs=True, save_output=True, broadcasts=True)
+def solve_p(a, b):
+    _square(a, "linalg.solve")
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(
+            f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+            f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+                           f"A of type {_cname(a.dtype)} and B of type {_cname(b.dtype)} instead")
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise RuntimeError("linalg.solve: The solver failed because the input matrix is "
+                           f"singular (A of shape {list(a.shape)}).") from None
+
+
+def _solve_vjp_a(g, out, a, b):
+    return -(solve_p(a.mT, g) @ out.mT)
+
+
+def _solve_vjp_b(g, out, a, b):
+    return solve_p(a.mT, g)
+
+
+solve_p.defvjp(_solve_vjp_a, _solve_vjp_b)
+
+
+@primitive("cholesky", save_output=True)
+def cholesky_p(x):
+    _square(x, "linalg.cholesky")
+    try:
+        return np.linalg.cholesky(x)
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.cholesky: The factorization could not be completed because the input is not "
+            f"positive-definite (shape {list(x.shape)}).") from None
+
+
+def _cholesky_vjp(g, out, x):
+    # Phi(L^T gL) with the diagonal halved, mapped back by L^{-T} . L^{-1}, symmetrised
+    n = out.shape[-1]
+    half = 1.0 - 0.5 * np.eye(n, dtype=_np(out).dtype)
+    linv = inv_p(out)
+    phi = tril_p(out.mT @ g, diagonal=0) * half
+    ga = linv.mT @ phi @ linv
+    return (ga + ga.mT) * 0.5
+
+
+cholesky_p.defvjp(_cholesky_vjp)
+
+
+def _np(a):
+    return a._data if isinstance(a, Tensor) else a
+
+
+def inverse(input):  # noqa: A002
+    """Inverse of a (batch of) square matrices.
+
+    >>> dg.inverse(dg.tensor([[2., 0.], [0., 4.]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    return bind(inv_p, (_tensor(input, "linalg.inv"),))
+
+
+def det(input):  # noqa: A002
+    """Determinant of a (batch of) square matrices; differentiable, also at singular ones."""
+    return bind(det_p, (_tensor(input, "linalg.det"),))
+
+
+def slogdet(input):  # noqa: A002
+    """``(sign, logabsdet)`` of the determinant, as a named tuple."""
+    return _SlogdetResult(*bind(slogdet_p, (_tensor(input, "linalg.slogdet"),)))
+
+
+def logdet(input):  # noqa: A002
+    """``log(det(input))``: NaN for a negative determinant, -inf for a singular matrix."""
+    sign, logabs = slogdet(input)
+    return _ew.where(sign < 0, float("nan"), logabs)
+
+
+_SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def cholesky(input, upper: bool = False):  # noqa: A002
+    """Cholesky factor ``L`` (``L @ L.mT == input``), or the upper ``U = L.mT``."""
+    L = bind(cholesky_p, (_tensor(input, "linalg.cholesky"),))  # noqa: N806
+    return L.mT if upper else L
+
+
+def solve(A, B, *, left: bool = True):  # noqa: N803
+    """The ``X`` with ``A @ X = B`` (``X @ A = B`` when ``left=False``); ``B`` may be a vector."""
+    A, B = _tensor(A, "linalg.solve"), _tensor(B, "linalg.solve")  # noqa: N806
+    if not left:
+        return solve(A.mT, B.mT).mT
+    if B._data.ndim == 1 or (B._data.ndim == A._data.ndim - 1 and B._data.shape == A._data.shape[:-1]):
+        col = bind(_shape.reshape_p, (B,), {"shape": B._data.shape + (1,)})
+        x = bind(solve_p, (A, col))
+        return bind(_shape.reshape_p, (x,), {"shape": x._data.shape[:-1]})
+    return bind(solve_p, (A, B))
+
+
+install({
+    "matmul": matmul, "__matmul__": _matmul_method, "__rmatmul__": _rmatmul_method,
+    "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot, "outer": outer, "ger": ger,
+    "addmm": addmm, "addmv": addmv, "baddbmm": baddbmm, "addbmm": addbmm, "addr": addr,
+    "inner": inner, "kron": kron, "diagonal": diagonal, "diag": diag, "diag_embed": diag_embed,
+    "trace": trace, "tril": tril, "triu": triu, "inverse": inverse, "det": det,
+    "slogdet": slogdet, "logdet": logdet, "cholesky": cholesky,
+})

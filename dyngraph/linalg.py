@@ -1,0 +1,124 @@
+"""``dg.linalg``: PyTorch's ``torch.linalg`` namespace (norms, inverse, determinants,
+solve, Cholesky...).  The primitives live in :mod:`dyngraph.ops.linalg` and
+:mod:`dyngraph.ops.reduction`; this module adds the ``torch.linalg`` names and
+argument conventions on top.
+
+>>> import dyngraph as dg
+>>> dg.linalg.norm(dg.tensor([[3., 0.], [0., 4.]]))
+tensor(5.)
+"""
+
+from __future__ import annotations
+
+from .ops import linalg as _lin
+from .ops import reduction as _red
+from .ops._util import as_tensor_arg
+from .tensor import Tensor, _wrap_dim
+
+__all__ = [
+    "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
+    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot",
+]
+
+vector_norm = _red.vector_norm
+inv = _lin.inverse
+det = _lin.det
+slogdet = _lin.slogdet
+solve = _lin.solve
+matmul = _lin.matmul
+tensordot = _lin.tensordot
+_INF = float("inf")
+
+
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:  # noqa: N803
+    """Lower Cholesky factor ``L`` with ``L @ L.mT == A`` (``upper=True``: ``L.mT``)."""
+    return _lin.cholesky(A, upper)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: N803
+    """Diagonal of the last two dimensions (``torch.linalg.diagonal`` defaults)."""
+    return _lin.diagonal(A, offset, dim1, dim2)
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """Dot product of vectors along ``dim`` (with broadcasting)."""
+    return _red.sum(x * y, dim)
+
+
+def multi_dot(tensors) -> Tensor:
+    """Chained matrix product ``A @ B @ C ...``; first/last may be vectors."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = _lin.matmul(out, t)
+    return out
+
+
+def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: N803,A002
+    """Matrix norm over the two dims ``dim``: ``'fro'``, ``1``, ``-1``, ``inf``, ``-inf``.
+
+    (``'nuc'``, ``2`` and ``-2`` need singular values and are not supported.)
+
+    >>> dg.linalg.matrix_norm(dg.tensor([[1., -2.], [3., 4.]]), ord=1)
+    tensor(6.)
+    """
+    A = as_tensor_arg(A, "linalg.matrix_norm")  # noqa: N806
+    n = A._data.ndim
+    if n < 2:
+        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 "
+                           f"dimensions, got shape {list(A.shape)}")
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}")
+    d0, d1 = (_wrap_dim(d, n, "linalg.matrix_norm") for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
+    if ord == "fro":
+        return _red.vector_norm(A, 2, (d0, d1), keepdim, dtype=dtype)
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(
+            f"linalg.matrix_norm: ord={ord!r} needs singular values (SVD), which dyngraph does "
+            "not implement yet; use 'fro', 1, -1, inf or -inf")
+    if ord not in (1, -1, _INF, -_INF):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if dtype is not None:
+        A = A.to(dtype)  # noqa: N806
+    if A._data.dtype.kind != "f":
+        raise RuntimeError("linalg.matrix_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {A.dtype}")
+    # ord=+-1: max/min column sum; ord=+-inf: max/min row sum
+    summed, picked = (d0, d1) if ord in (1, -1) else (d1, d0)
+    col = _red.sum(abs(A), summed, keepdim=True)
+    red = _red.amax if ord > 0 else _red.amin
+    out = red(col, picked, keepdim=True)
+    if keepdim:
+        return out
+    shape = tuple(s for i, s in enumerate(out.shape) if i not in (d0, d1))
+    return out.reshape(shape)
+
+
+def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: N803,A002
+    """Vector or matrix norm, chosen like ``torch.linalg.norm``.
+
+    ``dim`` an int (or ``ord=None`` and ``dim=None``: the flattened tensor) gives a vector
+    norm; a 2-tuple ``dim`` (or a 2-D input with ``ord`` given) gives a matrix norm.
+    """
+    A = as_tensor_arg(A, "linalg.norm")  # noqa: N806
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None:
+        if len(dim) == 1:
+            return _red.vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+        if len(dim) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {dim}")
+    if ord is None:
+        return _red.vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A._data.ndim == 1:
+        return _red.vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if A._data.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise RuntimeError(
+        f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
+        f"{A._data.ndim}D")
