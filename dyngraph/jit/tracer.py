@@ -109,6 +109,7 @@ class Tracer:
         self.capture_tensors = []      # tensors read by reference, parallel to fwd.captures
         self.capture_kinds = []        # "param" | "ref" | "pending"
         self.recording = True
+        self.in_backward = 0           # > 0 while vjp rules run (inside the trace)
         self.reason = None             # why recording stopped (uncapturable)
         self.effects = []              # (kind, target, vid): "write" into a tensor, "grad" of a leaf
         self.grad_guards = []          # (leaf tensor, had_grad)
@@ -154,8 +155,14 @@ class Tracer:
         return vid
 
     def _capture(self, t) -> int:
-        if self.graph is not self.fwd:
-            # created while differentiating (zeros for a missing gradient...): a constant
+        if self.in_backward:
+            # created while differentiating: zeros for a missing gradient are a constant;
+            # anything else was computed by a rule outside primitives (maybe from data)
+            if t._data.size and np.any(t._data):
+                raise Uncapturable(
+                    "a vjp rule used an array computed outside primitives (maybe from tensor "
+                    "data); its backward cannot be captured")
+        if self.graph is not self.fwd or self.in_backward:
             vid = self._new(t._data.shape, t._data.dtype)
             self.graph.constants[vid] = np.array(t._data)
             self.bind_tensor(t, vid)
@@ -174,8 +181,14 @@ class Tracer:
         self.bind_tensor(t, vid)
         return vid
 
-    def _literal(self, a):
+    def _literal(self, a, prim=None):
         if isinstance(a, np.ndarray):
+            if self.in_backward and prim is not None:
+                # a rule computed this array with NumPy, possibly from tensor data: a
+                # static graph would replay today's values (never silently wrong)
+                raise Uncapturable(
+                    f"a vjp rule passes a NumPy array to '{prim.name}' (computed outside "
+                    "primitives, maybe from tensor data); its backward cannot be captured")
             vid = self._new(a.shape, a.dtype)
             self.graph.constants[vid] = np.array(a)
             return Var(vid)
@@ -202,7 +215,7 @@ class Tracer:
                 ir_args.append(Var(self.lookup(a)))
                 datas.append(a._data)
             else:
-                ir_args.append(self._literal(a))
+                ir_args.append(self._literal(a, prim))
                 datas.append(a)
         if prim.promote is not None:
             promoted = promote_arrays(prim, datas)
@@ -318,8 +331,12 @@ class Tracer:
             return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
                         accumulate=accumulate, allow_unused=allow_unused)
         if not accumulate:
-            res = orig(roots, root_grads, True, True, inputs=inputs, accumulate=False,
-                       allow_unused=allow_unused)
+            self.in_backward += 1
+            try:
+                res = orig(roots, root_grads, True, True, inputs=inputs, accumulate=False,
+                           allow_unused=allow_unused)
+            finally:
+                self.in_backward -= 1
             if create_graph:
                 return res
             return [None if r is None else self._detached(r) for r in res]
@@ -329,8 +346,12 @@ class Tracer:
                 self.stop("a post-accumulate-grad hook runs during backward()")
                 return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
                             accumulate=True, allow_unused=allow_unused)
-        res = orig(roots, root_grads, True, True, inputs=leaves, accumulate=False,
-                   allow_unused=True)
+        self.in_backward += 1
+        try:
+            res = orig(roots, root_grads, True, True, inputs=leaves, accumulate=False,
+                       allow_unused=True)
+        finally:
+            self.in_backward -= 1
         for leaf, g in zip(leaves, res, strict=False):
             if g is None:
                 continue
@@ -600,14 +621,17 @@ def _build_backward(tr, cap, outs, diff, sources, out_vids):
     assert n_before == 0
     from ..autograd.engine import run_backward  # noqa: PLC0415
 
+    tr.in_backward += 1
     try:
         grads = run_backward([outs[i] for i in diff], [c for _, c in cots], True, True,
                              inputs=[t for _, t in sources], accumulate=False, allow_unused=True)
+        tr.in_backward -= 1
         if not tr.recording:
             raise Uncapturable(tr.reason or "backward could not be captured")
         bwd.outputs = [None if g is None else tr.lookup(g) for g in grads]
     finally:
         tr.graph = tr.fwd
+        tr.in_backward = 0
     residuals = list(bwd.inputs)
     bwd.inputs = residuals + [vid for vid, _ in cots]
     # a gradient that is a residual or cotangent as is: fine (an input of bwd)
