@@ -207,3 +207,39 @@ def test_checkpoint_sequential_matches_plain():
     out.sum().backward()
     checkpoint_sequential(fns, 2, x2, use_reentrant=False).sum().backward()
     assert_close(x2.grad, x1.grad, 1e-14, 1e-14)
+
+
+def test_checkpoint_under_an_observing_interpreter():
+    seen = []
+
+    class Observer:
+        """Chains to ``prev`` like the profiler's interpreter."""
+
+        def __init__(self, prev):
+            self.prev = prev
+
+        def process(self, prim, args, params):
+            seen.append(prim.name)
+            from dyngraph.ops.registry import eager
+
+            return eager(prim, args, params)
+
+    from dyngraph.autograd.grad_mode import STATE
+
+    x = dg.tensor([1.0, 2.0], requires_grad=True)
+    refs = []
+
+    def f(t):
+        a = t.exp()
+        refs.append(weakref.ref(a))
+        return a * t
+
+    STATE.interpreter = Observer(None)
+    try:
+        y = checkpoint(f, x, use_reentrant=False)
+    finally:
+        STATE.interpreter = None
+    assert "exp" in seen and refs[0]() is None
+    y.sum().backward()
+    xv = np.array([1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(xv) * (1 + xv))

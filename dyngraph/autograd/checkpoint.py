@@ -32,17 +32,26 @@ __all__ = ["checkpoint", "checkpoint_sequential"]
 
 
 class _Collector:
-    """An interpreter that computes eagerly and remembers the nodes it created."""
+    """An interpreter that computes (eagerly, or through ``prev``) and remembers new nodes.
 
-    __slots__ = ("nodes",)
+    ``prev`` follows the chaining convention of observing interpreters (the
+    profiler): calls are handed on to the interpreter that was active before.
+    """
 
-    def __init__(self):
+    __slots__ = ("nodes", "prev")
+
+    def __init__(self, prev=None):
         self.nodes = weakref.WeakSet()
+        self.prev = prev
 
     def process(self, prim, args, params):
-        from ..ops.registry import eager  # noqa: PLC0415
+        prev = self.prev
+        if prev is not None:
+            out = prev.process(prim, args, params)
+        else:
+            from ..ops.registry import eager  # noqa: PLC0415
 
-        out = eager(prim, args, params)
+            out = eager(prim, args, params)
         for t in (out if isinstance(out, tuple) else (out,)):
             fn = getattr(t, "_fn", None)
             if fn is not None:
@@ -197,8 +206,11 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
 
     if context_fn is not None:
         raise NotImplementedError("checkpoint: context_fn is not supported by dyngraph")
-    if not STATE.grad_enabled or STATE.interpreter is not None:
+    outer = STATE.interpreter
+    if not STATE.grad_enabled or (outer is not None and not hasattr(outer, "prev")):
         # Nothing to save (no_grad), or graph capture owns the memory plan: just run.
+        # (Interpreters that only observe and chain to ``prev``, like the profiler, are
+        # kept: the collector hands every call on to them.)
         return function(*args, **kwargs)
     rng_state = default_generator.rng.bit_generator.state if preserve_rng_state else None
 
@@ -217,12 +229,12 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
             detached.append(a)
             args_info.append(None)
 
-    collector = _Collector()
+    collector = _Collector(outer)
     STATE.interpreter = collector
     try:
         out = function(*detached, **kwargs)
     finally:
-        STATE.interpreter = None
+        STATE.interpreter = outer
     is_tuple = isinstance(out, tuple)
     outs = out if is_tuple else (out,)
     diff_outs = [o for o in outs if isinstance(o, Tensor) and o._rg]
