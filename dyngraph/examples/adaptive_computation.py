@@ -24,7 +24,7 @@ import time
 
 import dyngraph as dg
 from dyngraph import nn
-from dyngraph.nn import functional as F
+from dyngraph.nn import functional as F  # noqa: N812  (PyTorch convention)
 
 
 class EarlyExitNet(nn.Module):
@@ -38,7 +38,7 @@ class EarlyExitNet(nn.Module):
         """Training: the logits of every exit, one per block."""
         h = F.relu(self.stem(x.reshape(x.shape[0], -1)))
         outs = []
-        for block, head in zip(self.blocks, self.heads):
+        for block, head in zip(self.blocks, self.heads, strict=True):
             h = h + F.relu(block(h))
             outs.append(head(h))
         return outs

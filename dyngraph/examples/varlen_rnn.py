@@ -29,7 +29,7 @@ import numpy as np
 
 import dyngraph as dg
 from dyngraph import nn
-from dyngraph.nn import functional as F
+from dyngraph.nn import functional as F  # noqa: N812  (PyTorch convention)
 
 VOCAB = 4  # a b c d
 
