@@ -296,8 +296,8 @@ def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
         return losses
     if reduction == "sum":
         return np.asarray(losses.sum(), dtype=logp.dtype)
-    total = w.sum()
-    return np.asarray(losses.sum() / total, dtype=logp.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: nan, as PyTorch
+        return np.asarray(losses.sum() / w.sum(), dtype=logp.dtype)
 
 
 def _nll_mask(logp, target, weight, reduction, ignore_index):
@@ -308,7 +308,8 @@ def _nll_mask(logp, target, weight, reduction, ignore_index):
     wt = None if weight is None else _raw(weight)
     w, safe = _nll_terms(t, wt, ignore_index, shape[1], dtype)
     if reduction == "mean":
-        w = w / w.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = w / w.sum()
     mask = np.zeros(shape, dtype=dtype)
     np.put_along_axis(mask, np.expand_dims(safe, 1), np.expand_dims(-w, 1), axis=1)
     return mask
