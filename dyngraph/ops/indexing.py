@@ -18,6 +18,17 @@ Gradients of gathering ops scatter-add into zeros (``np.add.at``), so
 repeated indices accumulate.  Rules only read index *data*; the values of
 the indexed tensor are never needed, so nodes keep its shape only
 (:func:`_bind_light`), which also keeps ``h[:, t] = f(x)`` loops cheap.
+
+Index tensors of the variadic primitives (``index``, ``index_put``...) are
+integer or bool tensors, which never require grad, so they never get an edge;
+the fixed-position index inputs (``gather``, ``index_select``...) are also
+listed in ``nondiff_argnums``.
+
+``x[idx] = v`` is the functional ``index_put`` primitive applied through
+:func:`dyngraph.ops.inplace.apply_inplace` (version bump, leaf check, the
+tensor takes over the new node); without autograd it writes straight into the
+buffer.  Limitation shared with the other in-place ops: a view of ``x`` taken
+before the write keeps its old graph (PyTorch replays it on the new base).
 """
 
 from __future__ import annotations
@@ -732,6 +743,8 @@ def _check_index_1d(op, input, dim, index):  # noqa: A002
     if index._data.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector (got shape {list(index.shape)})")
     d = _wrap_dim(dim, input._data.ndim, op)
+    if input._data.ndim == 0 and index._data.size != 1:
+        raise IndexError(f"{op}(): Index to scalar can have only 1 value, got {index._data.size} value(s)")
     if index._data.ndim == 0:
         index = Tensor._make(index._data.reshape(1), False, None, 0)
     n = input._data.shape[d] if input._data.ndim else 1
@@ -894,6 +907,13 @@ masked_fill_p.defvjp(lambda g, out, x, mask, value: masked_fill_p(g, mask, 0.0),
                      lambda g, out, x, mask, value: masked_fill_p(g, ~mask, 0.0))
 
 
+def _bcast(op, a, b):
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        raise RuntimeError(f"{op}: shapes {list(a)} and {list(b)} are not broadcastable") from None
+
+
 def _mask_arg(mask, op):
     mask = as_tensor_arg(mask, op)
     if mask._data.dtype.kind != "b":
@@ -917,7 +937,7 @@ def masked_select(input, mask):  # noqa: A002
     from .shape import expand  # noqa: PLC0415
 
     mask = _mask_arg(mask, "masked_select")
-    shape = np.broadcast_shapes(input._data.shape, mask._data.shape)
+    shape = _bcast("masked_select", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
     m = mask if mask._data.shape == shape else Tensor._make(np.broadcast_to(mask._data, shape), False, None, 0)
     if not shape:
@@ -931,7 +951,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
     from .shape import expand  # noqa: PLC0415
 
     mask = _mask_arg(mask, "masked_scatter")
-    shape = np.broadcast_shapes(input._data.shape, mask._data.shape)
+    shape = _bcast("masked_scatter", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
     m = Tensor._make(np.broadcast_to(mask._data, shape).copy(), False, None, 0)
     n = int(m._data.sum())
@@ -966,7 +986,7 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
             f"{nd} dimensions for input, and {indices._data.ndim} dimensions for indices")
     d = _wrap_dim(dim, nd, "take_along_dim")
     xs, js = list(input._data.shape), list(indices._data.shape)
-    bs = list(np.broadcast_shapes(tuple(xs[:d] + [1] + xs[d + 1:]), tuple(js[:d] + [1] + js[d + 1:])))
+    bs = list(_bcast("take_along_dim", tuple(xs[:d] + [1] + xs[d + 1:]), tuple(js[:d] + [1] + js[d + 1:])))
     xt = tuple(bs[:d] + [xs[d]] + bs[d + 1:])
     jt = tuple(bs[:d] + [js[d]] + bs[d + 1:])
     x = input if tuple(xs) == xt else expand(input, xt)

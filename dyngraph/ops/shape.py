@@ -2,6 +2,19 @@
 
 Most of these are views in PyTorch and NumPy alike (``is_view=True``): the
 output shares memory with the input and its version counter.
+
+* ``squeeze``/``unsqueeze``/``flatten``/``unflatten``/``atleast_*d``/``meshgrid``
+  are compositions of ``reshape``/``expand``/``permute``, so graph capture and
+  ONNX export see one static-shape primitive; ``narrow``/``select`` are the
+  ``getitem`` view primitive of :mod:`.indexing`.
+* ``view`` raises PyTorch's error when the strides do not allow a view (NumPy's
+  no-copy reshape answers that question); ``reshape`` copies in that case.
+* ``split``/``chunk``/``tensor_split``/``unbind`` are one multi-output node each
+  (one backward for all pieces: cheap for LSTM gate chunks); the pieces are
+  views that share the input's version counter.
+* ``flip``/``roll``/``repeat``/``pad``/``clone``/``cat``/``stack`` copy, as in PyTorch.
+  ``cat``/``stack`` promote dtypes across inputs; each input's gradient comes back
+  in its own dtype.
 """
 
 from __future__ import annotations
@@ -11,7 +24,7 @@ import numpy as np
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
 from ._util import install, normalize_dims
-from .registry import bind, primitive
+from .registry import _mark_view, bind, primitive
 
 __all__ = [
     "reshape", "expand", "broadcast_to", "permute", "transpose", "swapaxes", "swapdims", "t",
@@ -549,16 +562,19 @@ def column_stack(tensors):
 @primitive("split", n_outputs=-1)
 def split_p(x, sizes=(), dim=0):
     """Split along ``dim`` into pieces of the given sizes (views of ``x``)."""
-    cuts = np.cumsum(sizes)[:-1]
-    return tuple(np.split(x, cuts, axis=dim))
+    pre = (slice(None),) * dim
+    out = []
+    start = 0
+    for n in sizes:
+        out.append(x[pre + (slice(start, start + n),)])
+        start += n
+    return tuple(out)
 
 
 split_p.defvjp(lambda g, out, x, sizes=(), dim=0: cat_p(*g, dim=dim))
 
 
 def _mark_views(outs, base):
-    from .registry import _mark_view  # noqa: PLC0415
-
     for o in outs:
         if type(o) is Tensor:
             _mark_view(o, base)
