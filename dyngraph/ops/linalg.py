@@ -765,7 +765,8 @@ def det(input):  # noqa: A002
 
 def slogdet(input):  # noqa: A002
     """``(sign, logabsdet)`` of the determinant, as a named tuple."""
-    return _SlogdetResult(*bind(slogdet_p, (_tensor(input, "linalg.slogdet"),)))
+    sign, logabs = bind(slogdet_p, (_tensor(input, "linalg.slogdet"),))
+    return _SlogdetResult(sign.detach(), logabs)  # the sign is piecewise constant
 
 
 def logdet(input):  # noqa: A002
