@@ -136,3 +136,29 @@ def test_create_graph_keeps_link_to_caller_graph():
     gd.sum().backward()
     gt.sum().backward()
     assert_close(x.grad, xt.grad, 1e-12, 1e-12)
+
+
+def test_forward_ad_dual_tensors_match_torch():
+    import torch.autograd.forward_ad as tfw
+
+    import dyngraph.autograd.forward_ad as fwd
+
+    a, b = arr(2, 3), arr(3)
+    ta, tb = arr(2, 3), arr(3)
+    res = []
+    for lib, fw in ((dg, fwd), (torch, tfw)):
+        with fw.dual_level():
+            x = fw.make_dual(lib.tensor(a.copy()), lib.tensor(ta.copy()))
+            y = fw.make_dual(lib.tensor(b.copy()), lib.tensor(tb.copy()))
+            out = (x.exp() * y).tanh() @ y
+            p, t = fw.unpack_dual(out)
+            _, t_x = fw.unpack_dual(x * 2)
+            res.append((p, t, t_x))
+    for u, v in zip(res[0], res[1], strict=True):
+        assert_close(u, v, 1e-12, 1e-12)
+    with fwd.dual_level():
+        assert fwd.unpack_dual(dg.ones(2)).tangent is None
+        with pytest.raises(RuntimeError, match="different size"):
+            fwd.make_dual(dg.ones(2), dg.ones(3))
+    with pytest.raises(RuntimeError, match="no dual level"):
+        fwd.make_dual(dg.ones(2), dg.ones(2))
