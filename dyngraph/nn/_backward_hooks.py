@@ -23,6 +23,8 @@ class _IdentityWithCallback:
     __slots__ = ("callback",)
     name = "backward_hook_function"
     differentiable = True
+    vjp_rules = None  # the engine calls backward_node instead
+    vjp_argnum = None
 
     def __init__(self, callback):
         self.callback = callback
