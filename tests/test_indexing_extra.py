@@ -353,3 +353,47 @@ def test_getitem_int_hot_path_is_cheap():
         x[i % 50]
     per = (time.perf_counter() - t0) / n
     assert per < 1e-4, f"x[t] takes {per * 1e6:.1f} us"
+
+
+def test_random_index_expressions_match_torch():
+    """Random mixes of ints, slices, None, Ellipsis, 0-d and n-d index tensors and lists:
+    values, gradients (repeated indices) and assignment agree with PyTorch."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        nd = int(rng.integers(0, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 4, size=nd))
+        x = rng.uniform(-1, 1, shape)
+        items, left = [], nd
+        for _ in range(int(rng.integers(1, 5))):
+            k = int(rng.integers(0, 7))
+            if k == 2:
+                items.append(("none", None))
+            elif k == 3 and all(i[0] != "ell" for i in items):
+                items.append(("ell", None))
+            elif left and k in (0, 1, 4, 5, 6):
+                left -= 1
+                items.append([("int", int(rng.choice([0, -1]))),
+                              ("slice", (int(rng.integers(-2, 2)), None, int(rng.integers(1, 3)))),
+                              None, None,
+                              ("ten", rng.choice([0, -1], size=tuple(rng.integers(1, 3, size=rng.integers(0, 3))))),
+                              ("ten", np.array(rng.choice([0, -1]))),
+                              ("list", [0, -1, 0])][k])
+
+        def build(m, items=items):
+            conv = {"int": lambda v: v, "slice": lambda v: slice(*v), "none": lambda v: None,
+                    "ell": lambda v: Ellipsis, "ten": lambda v: m.tensor(v), "list": lambda v: v}
+            return tuple(conv[kind](v) for kind, v in items)
+
+        xd, xt = _pair(x, True)
+        rt = xt[build(torch)]
+        rd = xd[build(dg)]
+        assert_close(rd, rt, 0, 0, msg=str(items))
+        w = rng.uniform(-1, 1, tuple(rt.shape))
+        (rd * dg.tensor(w)).sum().backward()
+        (rt * torch.tensor(w)).sum().backward()
+        assert_close(xd.grad, xt.grad, 1e-12, 1e-12, msg=str(items))
+        if not any(kind in ("ten", "list") for kind, _ in items):   # no duplicate writes
+            yd, yt = _pair(x)
+            yd[build(dg)] = dg.tensor(w)
+            yt[build(torch)] = torch.tensor(w)
+            assert_close(yd, yt, 0, 0, msg=str(items))

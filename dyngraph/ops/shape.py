@@ -196,6 +196,8 @@ def _view_method(self, *shape):
         target = _infer_shape(_shape_args(shape), self._data.size, "view")
         try:
             self._data.reshape(target, copy=False)
+        except TypeError:       # array libraries without reshape(copy=...): reshape semantics
+            pass
         except ValueError:
             raise RuntimeError(
                 f"view size is not compatible with input tensor's size and stride (at least one "
