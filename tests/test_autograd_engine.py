@@ -239,6 +239,18 @@ def test_backward_inputs_restricts_accumulation():
     assert yd.grad is None and yt.grad is None
 
 
+def test_backward_inputs_non_leaf_gets_grad_like_torch():
+    xd, xt = both([1.0, 2.0])
+    res = []
+    for x in (xd, xt):
+        h = x * 2
+        (h * h).sum().backward(inputs=[h, x], retain_graph=True)
+        (h * h).sum().backward(inputs=[h])
+        res.append((h.grad, x.grad))
+    assert_close(res[0][0], res[1][0])
+    assert_close(res[0][1], res[1][1])
+
+
 def test_grad_with_grad_outputs_matches_torch():
     xd, xt = both(RNG.uniform(-1, 1, (2, 3)))
     v = RNG.uniform(-1, 1, (2, 3))

@@ -162,13 +162,17 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                 continue
             if node.pre_hooks is not None or node.retained is not None:
                 g = _run_pre_hooks(node, g, create_graph)
-            if targets is not None and captured is not None:
+            if targets is not None:
                 for nr in range(node.n_out):
                     ks = targets.get((node, nr))
                     if ks:
                         gi = g[nr] if node.n_out > 1 else g
                         for k in ks:
-                            captured[k] = gi
+                            if captured is not None:
+                                captured[k] = gi
+                            elif gi is not None:
+                                # backward(inputs=[non_leaf]) fills that tensor's .grad (PyTorch)
+                                _accumulate(inputs[k], gi, create_graph)
                 if not any(e is not None and e[0] in needed for e in node.edges):
                     # a requested non-leaf with nothing needed behind it: do not run
                     # (and do not free) its node, as PyTorch stops there too
