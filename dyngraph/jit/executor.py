@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.registry import REGISTRY
+from .autodiff import VJP_PREFIX, run_vjp
 from .ir import Sym, Var, eval_sym, has_sym
 
 __all__ = ["GuardFailure", "generate", "Program"]
@@ -92,6 +93,12 @@ def generate(graph, name: str = "program"):
             if emit[2] is not None:
                 call_args.append(f"out=v{emit[2]}")
             body.append(f"{outs} = {fname}({', '.join(call_args)})")
+        elif node.op.startswith(VJP_PREFIX):
+            ns["_vjp"] = run_vjp
+            k = f"_p{i}"
+            ns[k] = node.params
+            call_args = [lit(a) for a in node.args]
+            body.append(f"{outs} = _vjp({', '.join(call_args)}, **{k})")
         else:
             prim = REGISTRY[node.op]
             fname = f"_f_{node.op}"

@@ -112,6 +112,9 @@ class Node:
     # filled by passes: how the executor emits this node
     emit: Any = None
     check_shape: bool = False
+    # capture-time autograd facts: which outputs / arguments required grad (eager graph)
+    out_rg: tuple = ()
+    arg_rg: tuple = ()
 
     def var_args(self):
         return [a.id for a in self.args if type(a) is Var]

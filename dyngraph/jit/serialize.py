@@ -122,7 +122,7 @@ def _graph_from_json(d: dict, tensors: dict, where: str) -> Graph:
             raise ValueError(f"{where}: the graph refers to tensor {name!r} which the file lacks")
         g.constants[int(v)] = tensors[name]
     for n in d["nodes"]:
-        if n["op"] not in REGISTRY:
+        if n["op"] not in REGISTRY and n["op"].split(":", 1)[-1] not in REGISTRY:
             raise ValueError(f"{where}: the graph uses primitive {n['op']!r}, which this version "
                              "of dyngraph does not define")
         g.nodes.append(Node(n["op"], tuple(_dec(a) for a in n["args"]), _dec(n["params"]),

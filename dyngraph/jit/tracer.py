@@ -106,10 +106,12 @@ class Tracer:
         self.env = {}                  # id(tensor) -> (vid, tensor, version)
         self.data_env = {}             # id(array) -> (vid, owner tensor, version)
         self.keep = []                 # keeps traced tensors alive (ids stay unique)
+        self.by_vid = {}               # vid -> a tensor holding that value
         self.capture_tensors = []      # tensors read by reference, parallel to fwd.captures
         self.capture_kinds = []        # "param" | "ref" | "pending"
         self.recording = True
         self.in_backward = 0           # > 0 while vjp rules run (inside the trace)
+        self.strict = 0                # > 0 while one rule is traced (errors roll it back)
         self.reason = None             # why recording stopped (uncapturable)
         self.effects = []              # (kind, target, vid): "write" into a tensor, "grad" of a leaf
         self.grad_guards = []          # (leaf tensor, had_grad)
@@ -126,9 +128,21 @@ class Tracer:
 
     def bind_tensor(self, t, vid) -> None:
         self.env[id(t)] = (vid, t, _version(t))
+        self.by_vid[vid] = t
         d = t._data
         self.data_env[id(d)] = (vid, t, _version(t))
         self.keep.append(t)
+
+    def tensor_of(self, vid):
+        t = self.by_vid.get(vid)
+        if t is None:
+            arr = self.graph.constants.get(vid)
+            if arr is None:
+                arr = self.fwd.constants[vid]
+            t = Tensor._make(arr, False, None, 0)
+            self.by_vid[vid] = t
+            self.keep.append(t)
+        return t
 
     def lookup(self, t) -> int:
         ent = self.env.get(id(t))
@@ -141,9 +155,19 @@ class Tracer:
         ent = self.data_env.get(id(t._data))
         if ent is not None and ent[1]._data is t._data and _version(ent[1]) == ent[2] \
                 and (t._vc is None or t._vc is ent[1]._vc or t._vc[0] == 0):
-            self.env[id(t)] = (ent[0], t, _version(t))
+            vid = self._use(ent[0])
+            owner = ent[1]
+            if t._rg != owner._rg or (t._rg and t._fn is not owner._fn):
+                # detach() / requires_grad_() made a new autograd identity for the same
+                # data: give it its own value so gradients stop (or start) here
+                new = self._new(t._data.shape, t._data.dtype)
+                self.graph.nodes.append(Node("reshape", (Var(vid),), {"shape": tuple(t._data.shape)},
+                                             (new,), out_rg=(t._rg,), arg_rg=(False,)))
+                vid = new
+            self.env[id(t)] = (vid, t, _version(t))
+            self.by_vid.setdefault(vid, t)
             self.keep.append(t)
-            return self._use(ent[0])
+            return vid
         return self._capture(t)
 
     def _use(self, vid) -> int:
@@ -210,11 +234,14 @@ class Tracer:
     def _record(self, prim, args, params, out):
         ir_args = []
         datas = []
+        arg_rg = []
         for a in args:
             if isinstance(a, Tensor):
                 ir_args.append(Var(self.lookup(a)))
                 datas.append(a._data)
+                arg_rg.append(a._rg)
             else:
+                arg_rg.append(False)
                 ir_args.append(self._literal(a, prim))
                 datas.append(a)
         if prim.promote is not None:
@@ -225,7 +252,11 @@ class Tracer:
                         continue
                     if isinstance(p, np.ndarray) and type(ir_args[i]) is Var and isinstance(d, np.ndarray):
                         vid = self._new(p.shape, p.dtype)
-                        self.graph.nodes.append(Node("cast", (ir_args[i],), {"dtype": p.dtype}, (vid,)))
+                        rg = arg_rg[i] and p.dtype.kind == "f"
+                        self.graph.nodes.append(Node("cast", (ir_args[i],), {"dtype": p.dtype}, (vid,),
+                                                     out_rg=(rg,), arg_rg=(arg_rg[i],)))
+                        ct = Tensor._make(p, rg, None, 0)
+                        self.bind_tensor(ct, vid)
                         ir_args[i] = Var(vid)
                     else:
                         ir_args[i] = self._literal(p)
@@ -235,11 +266,15 @@ class Tracer:
             vid = self._new(o._data.shape, o._data.dtype)
             self.bind_tensor(o, vid)
             vids.append(vid)
-        self.graph.nodes.append(Node(prim.name, tuple(ir_args), dict(params), tuple(vids)))
+        self.graph.nodes.append(Node(prim.name, tuple(ir_args), dict(params), tuple(vids),
+                                     out_rg=tuple(o._rg for o in outs), arg_rg=tuple(arg_rg)))
         if prim.n_outputs != 1:
             self.graph.nodes[-1].check_shape = True
 
     def stop(self, reason: str) -> None:
+        if self.strict:
+            # inside one vjp rule: let autodiff replace the rule by an opaque node
+            raise Uncapturable(reason)
         if self.recording:
             self.recording = False
             self.reason = reason
@@ -295,14 +330,21 @@ class Tracer:
         if isinstance(value, Tensor):
             vid = self.lookup(value)
             info = self.graph.values[vid]
+            arr = value._data
+            rg = value._rg
             if info.dtype != dtype:
                 new = self._new(info.shape, dtype)
-                self.graph.nodes.append(Node("cast", (Var(vid),), {"dtype": dtype}, (new,)))
+                self.graph.nodes.append(Node("cast", (Var(vid),), {"dtype": dtype}, (new,),
+                                             out_rg=(rg,), arg_rg=(rg,)))
                 vid = new
+                arr = arr.astype(dtype)
+                self.bind_tensor(Tensor._make(arr, False, None, 0), vid)
             if info.shape != shape:
                 new = self._new(shape, dtype)
-                self.graph.nodes.append(Node("expand", (Var(vid),), {"shape": tuple(shape)}, (new,)))
+                self.graph.nodes.append(Node("expand", (Var(vid),), {"shape": tuple(shape)}, (new,),
+                                             out_rg=(rg,), arg_rg=(rg,)))
                 vid = new
+                self.bind_tensor(Tensor._make(np.broadcast_to(arr, shape), False, None, 0), vid)
         else:
             vid = self._new(shape, dtype)
             self.graph.constants[vid] = np.full(shape, value, dtype)
@@ -327,32 +369,48 @@ class Tracer:
     # -- backward inside the traced function ----------------------------------------
     def run_backward(self, orig, roots, root_grads, retain_graph, create_graph, inputs=None,
                      accumulate=True, allow_unused=False):
+        """``backward()`` / ``autograd.grad`` inside the traced function (see :mod:`.autodiff`)."""
         if not self.recording:
             return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
                         accumulate=accumulate, allow_unused=allow_unused)
-        if not accumulate:
-            self.in_backward += 1
-            try:
-                res = orig(roots, root_grads, True, True, inputs=inputs, accumulate=False,
-                           allow_unused=allow_unused)
-            finally:
-                self.in_backward -= 1
+        try:
             if create_graph:
-                return res
-            return [None if r is None else self._detached(r) for r in res]
-        leaves = list(inputs) if inputs is not None else _leaves(roots)
-        for leaf in leaves:
-            if leaf._hooks is not None and leaf._hooks.post:
-                self.stop("a post-accumulate-grad hook runs during backward()")
-                return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
-                            accumulate=True, allow_unused=allow_unused)
+                raise Uncapturable("autograd with create_graph=True inside the compiled function")
+            leaves = list(inputs) if inputs is not None else _leaves(roots)
+            if accumulate:
+                for leaf in leaves:
+                    if leaf._hooks is not None and (leaf._hooks.post or leaf._hooks.pre):
+                        raise Uncapturable("a gradient hook runs during backward()")
+            pairs = [(self.lookup(r), g) for r, g in zip(roots, root_grads, strict=True)]
+            for _, g in pairs:
+                self.lookup(g)
+            src = [self.lookup(t) for t in leaves]
+        except Uncapturable as exc:
+            self.stop(str(exc))
+            return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
+                        accumulate=accumulate, allow_unused=allow_unused)
+        from .autodiff import reverse  # noqa: PLC0415
+
         self.in_backward += 1
         try:
-            res = orig(roots, root_grads, True, True, inputs=leaves, accumulate=False,
-                       allow_unused=True)
+            res = reverse(self, pairs, src)
+        except Uncapturable as exc:
+            self.stop(str(exc))
+            res = None
         finally:
             self.in_backward -= 1
-        for leaf, g in zip(leaves, res, strict=False):
+        if res is None:
+            return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
+                        accumulate=accumulate, allow_unused=allow_unused)
+        grads = [res.get(v) for v in src]
+        if not accumulate:
+            for k, g in enumerate(grads):
+                if g is None and not allow_unused:
+                    raise RuntimeError(
+                        f"One of the differentiated Tensors (inputs[{k}]) appears to not have been "
+                        "used in the graph. Set allow_unused=True if this is the desired behavior.")
+            return [None if g is None else self._detached(g) for g in grads]
+        for leaf, g in zip(leaves, grads, strict=True):
             if g is None:
                 continue
             if id(leaf) not in self.grad_state:
@@ -368,11 +426,10 @@ class Tracer:
             old = leaf._grad
             if g._data.dtype != leaf._data.dtype:
                 g = g.to(leaf.dtype)
+            if tuple(g._data.shape) != tuple(leaf._data.shape):
+                raise Uncapturable("gradient shape differs from the leaf's shape")
             new = g if old is None else old + g
-            if create_graph:
-                leaf._grad = new
-            else:
-                leaf._grad = self._detached(new)
+            leaf._grad = self._detached(new)
             self.lookup(leaf)
             self.effects = [e for e in self.effects if not (e[0] == "grad" and e[1] is leaf)]
             self.effects.append(("grad", leaf, self.lookup(new)))
@@ -400,6 +457,8 @@ def _leaves(roots):
                 seen.add(id(r))
                 out.append(r)
         else:
+            if r._fn.special:
+                raise Uncapturable("the autograd graph has hooks or custom Functions")
             stack.append(r._fn)
     done = set()
     while stack:
@@ -412,6 +471,8 @@ def _leaves(roots):
                 continue
             v = e[0]
             if isinstance(v, _ANode):
+                if v.special:
+                    raise Uncapturable("the autograd graph has hooks or custom Functions")
                 stack.append(v)
             elif not isinstance(v, Tensor):
                 stack.append(v)
@@ -531,7 +592,8 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
             raise Uncapturable(f"a tensor of shape {list(t.shape)} from outside the call was modified "
                                "in place in a way the tracer cannot follow")
     # classify tensors captured "pending": alive elsewhere -> by reference, else constant
-    ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs)}
+    ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs), id(tr.by_vid), id(tr.env),
+            id(tr.data_env), id(tr.grad_at_capture)}
     cells = _closure_cells(fn)
     for j, t in enumerate(tr.capture_tensors):
         if tr.capture_kinds[j] == "pending":
@@ -608,33 +670,31 @@ def _closure_cells(fn) -> set:
 
 
 def _build_backward(tr, cap, outs, diff, sources, out_vids):
+    from .autodiff import reverse  # noqa: PLC0415
+
     bwd = Graph()
+    out_pairs = [(tr.lookup(outs[i]), i) for i in diff]
+    src = [tr.lookup(t) for _, t in sources]
+    fwd_nodes = list(tr.fwd.nodes)
     tr.graph = bwd
     cots = []
-    for i in diff:
-        o = outs[i]
-        c = Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None, 0)
-        vid = tr._new(o._data.shape, o._data.dtype, bwd)
-        tr.bind_tensor(c, vid)
-        cots.append((vid, c))
-    n_before = len(bwd.inputs)
-    assert n_before == 0
-    from ..autograd.engine import run_backward  # noqa: PLC0415
-
     tr.in_backward += 1
     try:
-        grads = run_backward([outs[i] for i in diff], [c for _, c in cots], True, True,
-                             inputs=[t for _, t in sources], accumulate=False, allow_unused=True)
-        tr.in_backward -= 1
+        for vid, i in out_pairs:
+            o = outs[i]
+            c = Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None, 0)
+            cvid = tr._new(o._data.shape, o._data.dtype, bwd)
+            tr.bind_tensor(c, cvid)
+            cots.append((vid, c, cvid))
+        res = reverse(tr, [(vid, c) for vid, c, _ in cots], src, nodes=fwd_nodes)
         if not tr.recording:
             raise Uncapturable(tr.reason or "backward could not be captured")
-        bwd.outputs = [None if g is None else tr.lookup(g) for g in grads]
+        bwd.outputs = [tr.lookup(res[v]) if res.get(v) is not None else None for v in src]
     finally:
         tr.graph = tr.fwd
         tr.in_backward = 0
     residuals = list(bwd.inputs)
-    bwd.inputs = residuals + [vid for vid, _ in cots]
-    # a gradient that is a residual or cotangent as is: fine (an input of bwd)
+    bwd.inputs = residuals + [cvid for _, _, cvid in cots]
     cap.bwd = bwd
     cap.residuals = residuals
     cap.cotangent_outputs = diff

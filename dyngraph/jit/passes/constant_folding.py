@@ -17,7 +17,7 @@ def constant_folding(graph) -> int:
     for node in graph.nodes:
         vars_ = node.var_args()
         if (vars_ and all(v in consts for v in vars_) and not is_random(node.op)
-                and not has_sym(node.params) and not has_sym(node.args)):
+                and not has_sym(node.params) and not has_sym(node.args) and node.op in REGISTRY):
             prim = REGISTRY[node.op]
             args = [consts[a.id] if type(a) is Var else a for a in node.args]
             try:
