@@ -702,7 +702,39 @@ def _scatter_reduce_vjp(argnum, g, out, x, index, src, dim=0, reduce="sum", incl
             return g * (hit_x / n)
         w = (_x1(1.0 / n)[sel] * hit_s).reshape(i.shape)
         return _src_grad_fit(gather_p(g, index, dim=dim) * w, index, src)
+    if reduce == "prod":
+        return _scatter_prod_vjp(argnum, g, out, x, index, src, i, i1, dim, include_self)
     raise NotImplementedError(f"scatter_reduce: the derivative for reduce={reduce!r} is not implemented")
+
+
+def _scatter_prod_vjp(argnum, g, out, x, index, src, i, i1, dim, include_self):
+    xs = _data(x)
+    blk = _src_block(_data(src), i1)
+    zero_x = include_self and bool((xs == 0).any())
+    if not zero_x and not bool((blk == 0).any()):
+        # no zeros: d out / d c = out / c, written with ops (second order works)
+        if argnum == 0:
+            return g * out / x if include_self else scatter_p(g, index, 0.0, dim=dim)
+        return _src_grad_fit(gather_p(g * out, index, dim=dim) / _src_block(src, i1), index, src)
+    if isinstance(g, Tensor):
+        raise NotImplementedError(
+            "scatter_reduce(reduce='prod'): second-order gradients are not implemented when an "
+            "input or source element is zero")
+    # with zeros: the product of the *other* contributors, computed exactly
+    sel = _along(i1, dim)
+    nz = (xs == 0).astype(np.int64) if include_self else np.zeros(xs.shape, np.int64)
+    pn = np.where(xs == 0, 1, xs) if include_self else np.ones_like(xs)
+    np.add.at(_x1(nz), sel, (blk == 0).astype(np.int64))
+    np.multiply.at(_x1(pn), sel, np.where(blk == 0, 1, blk))
+
+    def weight(c, nzp, pnp):
+        return np.where(c != 0, np.where(nzp == 0, pnp / np.where(c == 0, 1, c), 0),
+                        np.where(nzp == 1, pnp, 0))
+
+    if argnum == 0:
+        return g * weight(xs, nz, pn) if include_self else scatter_p(g, index, 0.0, dim=dim)
+    w = weight(blk, _x1(nz)[sel], _x1(pn)[sel]).reshape(i.shape)
+    return _src_grad_fit(gather_p(g, index, dim=dim) * w, index, src)
 
 
 def _src_grad_fit(gs, index, src):
