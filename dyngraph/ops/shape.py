@@ -804,11 +804,15 @@ def repeat_interleave_p(x, repeats, dim=0):
 
 def _repeat_interleave_vjp(g, out, x, repeats, dim=0):
     from .indexing import index_select_backward_p  # noqa: PLC0415
+    from .reduction import sum_p  # noqa: PLC0415
 
-    r = repeats._data if isinstance(repeats, Tensor) else repeats
-    n = x.shape[dim]
-    idx = np.repeat(np.arange(n), r)
-    return index_select_backward_p(g, idx, shape=tuple(x.shape), dim=dim)
+    shape = tuple(x.shape)
+    if isinstance(repeats, int):    # sum each run of `repeats` slices: a reshape and a sum
+        inter = shape[:dim] + (shape[dim], repeats) + shape[dim + 1:]
+        return sum_p(reshape_p(g, shape=inter), dim=(dim + 1,))
+    # the source slice of every output slice, from the counts (an input of this primitive)
+    idx = repeat_interleave_p(np.arange(shape[dim]), repeats, dim=0)
+    return index_select_backward_p(g, idx, shape=shape, dim=dim)
 
 
 repeat_interleave_p.defvjp(_repeat_interleave_vjp, None)
