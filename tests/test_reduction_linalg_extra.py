@@ -311,10 +311,12 @@ def test_det_gradient_at_singular_matrices_is_the_cofactor():
         dg.autograd.grad(dg.linalg.det(x), [x], create_graph=True)
 
 
-def test_slogdet_sign_is_not_differentiable_and_logdet_signs():
+def test_slogdet_sign_gets_no_gradient_and_logdet_signs():
     a = dg.tensor([[-2.0, 0.0], [0.0, 3.0]], requires_grad=True)
     sign, logabs = dg.linalg.slogdet(a)
-    assert sign.item() == -1.0 and not sign.requires_grad and logabs.requires_grad
+    assert sign.item() == -1.0 and logabs.requires_grad
+    (g,) = dg.autograd.grad(sign * 1.0, [a])  # sign is piecewise constant: zero gradient
+    assert g.tolist() == [[0.0, 0.0], [0.0, 0.0]]
     assert np.isnan(dg.logdet(a).item())
     assert dg.logdet(dg.zeros(2, 2)).item() == float("-inf")
 

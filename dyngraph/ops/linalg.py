@@ -765,8 +765,7 @@ def det(input):  # noqa: A002
 
 def slogdet(input):  # noqa: A002
     """``(sign, logabsdet)`` of the determinant, as a named tuple."""
-    sign, logabs = bind(slogdet_p, (_tensor(input, "linalg.slogdet"),))
-    return _SlogdetResult(sign.detach(), logabs)  # the sign is piecewise constant
+    return _SlogdetResult(*bind(slogdet_p, (_tensor(input, "linalg.slogdet"),)))
 
 
 def logdet(input):  # noqa: A002
