@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import dyngraph as dg
-from dyngraph.nn.utils import rnn as U
+from dyngraph.nn.utils import rnn as U  # noqa: N812
 from tests.helpers import to_np
 from tests.test_nn_conv import compare_modules, copy_weights
 
