@@ -144,7 +144,7 @@ def primitive(name: str, **options) -> Callable[[Callable], Primitive]:
 # dispatch
 # --------------------------------------------------------------------------
 
-def bind(prim: Primitive, args: tuple, params: dict = EMPTY):
+def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
     """Apply ``prim`` to ``args`` (Tensors and Python numbers) with ``params``.
 
     The one entry point for every primitive call: it hands the call to the
@@ -382,3 +382,19 @@ from ..autograd.graph import Meta, Node  # noqa: E402  (graph imports nothing fr
 from ..tensor import Tensor  # noqa: E402
 
 _new = object.__new__
+
+
+# ``bind`` is the Python implementation above unless the optional C accelerator
+# (dyngraph/_speedups.c, built by setup.py) is available: it runs the common
+# case (no interpreter, no promotion, one output) in C and calls ``_bind_py``
+# for everything else.  DYNGRAPH_PURE_PYTHON=1 disables it.
+bind = _bind_py
+if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
+    try:
+        from .. import _speedups
+    except ImportError:  # not built: pure Python
+        _speedups = None
+    if _speedups is not None:
+        _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
+                        _as_array)
+        bind = _speedups.bind
