@@ -90,6 +90,10 @@ def mean_p(x, dim=None, keepdim=False, dtype=None):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {_dt.from_numpy_dtype(x.dtype).name.capitalize()}")
+    if dtype is None:
+        n = _count(x.shape, dim)
+        if n:  # add.reduce / n: the same pairwise sum as np.mean, less Python around it
+            return np.add.reduce(x, axis=dim, keepdims=keepdim) / n
     return x.mean(axis=dim, keepdims=keepdim, dtype=dtype)
 
 
@@ -106,6 +110,10 @@ mean_p.defvjp(_mean_vjp)
 
 
 def _reduce_args(input, dim, keepdim, dtype, op):  # noqa: A002
+    if type(dim) is int and dtype is None and isinstance(input, Tensor):
+        nd = input._data.ndim
+        if -nd <= dim < nd:  # the common case x.sum(1), kept short (hot path)
+            return input, ({"dim": (dim % nd,), "keepdim": True} if keepdim else {"dim": (dim % nd,)})
     input = as_tensor_arg(input, op)
     dims = normalize_dims(dim, input._data.ndim, op)
     if dims is not None and input._data.ndim == 0:
@@ -407,20 +415,18 @@ amax_p.defvjp(_even_rule)
 amin_p.defvjp(_even_rule)
 
 
-def _vi_impl(fn, name):
+def _vi_impl(fn, red, name):
     def impl(x, dim=0, keepdim=False):
         _nonempty_dims(x, (dim,), name)
-        idx = fn(x, axis=dim, keepdims=True)
-        vals = np.take_along_axis(x, idx, axis=dim)
-        if not keepdim:
-            idx = idx.squeeze(dim)
-            vals = vals.squeeze(dim)
-        return vals, idx.astype(np.int64, copy=False)
+        # two C reductions beat argmax + take_along_axis; both pick NaN first, like PyTorch
+        return red(x, axis=dim, keepdims=keepdim), fn(x, axis=dim, keepdims=keepdim)
     return impl
 
 
-max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True)(_vi_impl(np.argmax, "max"))
-min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True)(_vi_impl(np.argmin, "min"))
+max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True)(
+    _vi_impl(np.argmax, np.max, "max"))
+min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True)(
+    _vi_impl(np.argmin, np.min, "min"))
 max_dim_p.defvjp(_select_rule)
 min_dim_p.defvjp(_select_rule)
 
@@ -583,10 +589,19 @@ def median(input, dim=None, keepdim: bool = False):  # noqa: A002
 # var / std / logsumexp
 # ===========================================================================
 
+def _var_np(x, dim, correction, keepdim):
+    n = _count(x.shape, dim)
+    if n == 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+    d = x - np.add.reduce(x, axis=dim, keepdims=True) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.add.reduce(d * d, axis=dim, keepdims=keepdim) / builtins.max(n - correction, 0)
+
+
 @primitive("var", save_inputs=True)
 def var_p(x, dim=None, correction=1.0, keepdim=False):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+    return _var_np(x, dim, correction, keepdim)
 
 
 def _var_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
@@ -602,8 +617,7 @@ var_p.defvjp(_var_vjp)
 
 @primitive("std", save_inputs=True, save_output=True)
 def std_p(x, dim=None, correction=1.0, keepdim=False):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+    return np.sqrt(_var_np(x, dim, correction, keepdim))
 
 
 def _std_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
