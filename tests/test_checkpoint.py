@@ -243,3 +243,19 @@ def test_checkpoint_under_an_observing_interpreter():
     y.sum().backward()
     xv = np.array([1.0, 2.0])
     np.testing.assert_allclose(x.grad.numpy(), np.exp(xv) * (1 + xv))
+
+
+def test_modules_with_dropout_match_plain_run():
+    dg.manual_seed(0)
+    m = dg.nn.Sequential(dg.nn.Linear(4, 8), dg.nn.Tanh(), dg.nn.Dropout(0.5), dg.nn.Linear(8, 2))
+    x = dg.randn(3, 4)
+    dg.manual_seed(1)
+    m(x).sum().backward()
+    expected = [p.grad.numpy().copy() for p in m.parameters()]
+    for run_cp in (lambda: checkpoint(m, x, use_reentrant=False),
+                   lambda: checkpoint_sequential(m, 2, x, use_reentrant=False)):
+        m.zero_grad()
+        dg.manual_seed(1)
+        run_cp().sum().backward()
+        for e, p in zip(expected, m.parameters(), strict=True):
+            np.testing.assert_array_equal(p.grad.numpy(), e)
