@@ -17,6 +17,7 @@ from .grad_mode import STATE
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES_DIR = os.path.join(_PKG_DIR, "examples") + os.sep
 
 
 def is_anomaly_enabled() -> bool:
@@ -26,7 +27,9 @@ def is_anomaly_enabled() -> bool:
 def capture_stack():
     """The creation stack, without dyngraph's own frames."""
     frames = traceback.extract_stack()[:-1]
-    user = [f for f in frames if not f.filename.startswith(_PKG_DIR)]
+    # the bundled examples (dyngraph/examples) are user code, not library frames
+    user = [f for f in frames if not f.filename.startswith(_PKG_DIR)
+            or f.filename.startswith(_EXAMPLES_DIR)]
     return {"traceback": user or frames}
 
 
@@ -55,14 +58,26 @@ def check_grads(node, grads) -> None:
             bad = not np.isfinite(arr).all()
             what = "inf"
         if bad:
-            where = ""
-            info = node.info
-            if isinstance(info, dict) and info.get("traceback"):
-                where = "\nThe forward call that created it:\n" + "".join(
-                    traceback.format_list(info["traceback"][-6:]))
+            trace = _forward_trace(node)
+            where = f"\nThe forward call that created it:\n{trace}" if trace else ""
             raise RuntimeError(
                 f"Function '{node.name()}' returned {what} values in its {i}th output "
                 f"(the gradient for input {i} of op '{node.prim.name}').{where}")
+
+
+def _forward_trace(node) -> str:
+    info = node.info
+    if isinstance(info, dict) and info.get("traceback"):
+        return "".join(traceback.format_list(info["traceback"][-6:]))
+    return ""
+
+
+def annotate_error(node, exc: BaseException) -> None:
+    """Add to an error raised inside a node's backward where that op was created."""
+    trace = _forward_trace(node)
+    if trace and hasattr(exc, "add_note"):
+        exc.add_note(f"Error detected in {node.name()} (anomaly mode). "
+                     f"Traceback of the forward call that caused the error:\n{trace}")
 
 
 def _check_mode(check_nan, check_inf):
