@@ -198,3 +198,26 @@ def test_walk_visits_shared_nodes_once_and_reports_source_in_anomaly_mode():
     assert len(sin_nodes) == 1
     src = sin_nodes[0].metadata["source"]
     assert src.endswith(f":{line}: s = x.sin()") and os.path.basename(__file__) in src
+
+
+def test_anomaly_adds_forward_trace_to_errors_raised_in_backward():
+    class Broken(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("broken backward")
+
+    x = dg.tensor([1.0], requires_grad=True)
+    with dg.autograd.detect_anomaly():
+        line = _here()
+        y = Broken.apply(x)
+        with pytest.raises(ValueError, match="broken backward") as info:
+            y.sum().backward()
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "Error detected in BrokenBackward" in notes and f"line {line}" in notes
+    with pytest.raises(ValueError) as info:
+        Broken.apply(x).sum().backward()            # outside anomaly mode: no note
+    assert not getattr(info.value, "__notes__", None)

@@ -24,6 +24,15 @@ import numpy as np
 from .grad_mode import STATE
 from .graph import FREED, Node
 
+try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
+    import os as _os
+
+    if _os.environ.get("DYNGRAPH_PURE_PYTHON"):
+        raise ImportError
+    from .._speedups import backward_loop as _backward_loop
+except ImportError:
+    _backward_loop = None
+
 __all__ = ["run_backward"]
 
 
@@ -93,6 +102,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
         # The common case -- plain backward() on arrays, no hooks, no anomaly mode --
         # takes the inlined fast path below; everything else goes through _run_node.
         plain = not create_graph and targets is None and not STATE.anomaly
+        if plain and _backward_loop is not None:
+            _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_only)
         while ready:
             v = ready.pop()
             g = buffers.pop(v, None)
@@ -220,6 +231,46 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
         else:
             results.append(Tensor._make(g, False, None, 0))
     return results
+
+
+def _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_only):
+    """Plain backward through the C loop; Python callbacks handle the unusual vertices."""
+
+    def general(node, g):
+        if node.pre_hooks is not None or node.retained is not None:
+            g = _run_pre_hooks(node, g, False)
+        grads_in = _run_node(node, g, False, retain_graph, None)
+        for i, e in enumerate(node.edges):
+            if e is None:
+                continue
+            child, nr = e
+            gi = grads_in[i] if grads_in is not None else None
+            if gi is not None:
+                _add_to_buffer(buffers, child, nr, gi)
+            left = deps[child] - 1
+            deps[child] = left
+            if left == 0:
+                ready.append(child)
+
+    def leaf(v, g):
+        _finish_leaf(v, g, False, None, None, accumulate, target_leaf_only)
+
+    _backward_loop(ready, buffers, deps, bool(retain_graph), leaf, general, _saved_error_cb,
+                   _fit_cb, _add_to_buffer, FREED)
+
+
+def _saved_error_cb(node, index, t, saved_v, now_v):
+    if index is None:
+        raise _saved_error(node, "output", 0, t, saved_v, now_v)
+    raise _saved_error(node, "input", index, t, saved_v, now_v)
+
+
+def _fit_cb(gi, meta):
+    if type(gi) is not np.ndarray:
+        gi = _as_array(gi)
+    if meta is not None:
+        gi = _fit(gi, meta, False)
+    return gi
 
 
 def _discover(root_vertices, targets):
@@ -422,10 +473,17 @@ def _run_node(node, g, create_graph, retain_graph, needed):
     if node.n_out > 1 and custom is None:
         # (custom Function nodes fill missing grads themselves: set_materialize_grads)
         g = _fill_missing(node, g, create_graph)
-    if custom is not None:
-        grads = custom(node, g, create_graph)
-    else:
-        grads = _apply_rules(node, prim, saved, g, create_graph)
+    try:
+        if custom is not None:
+            grads = custom(node, g, create_graph)
+        else:
+            grads = _apply_rules(node, prim, saved, g, create_graph)
+    except Exception as exc:
+        if STATE.anomaly:
+            from .anomaly import annotate_error  # noqa: PLC0415
+
+            annotate_error(node, exc)  # adds where the failing op was created
+        raise
     if node.post_hooks:
         for hook in node.post_hooks:
             gin = tuple(x if (x is None or create_graph) else _wrap(x) for x in grads)
