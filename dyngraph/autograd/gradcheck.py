@@ -118,7 +118,11 @@ def gradcheck(func: Callable, inputs, *, eps: float = 1e-6, atol: float = 1e-5,
 
     Returns True when every (input, output) Jacobian matches; otherwise raises
     :class:`GradcheckError` showing both Jacobians (or returns False with
-    ``raise_exception=False``).
+    ``raise_exception=False``).  The analytical Jacobian is computed twice and
+    must agree within ``nondet_tol`` (reentrant backward).  The other PyTorch
+    flags (``fast_mode``, ``check_undefined_grad``, batched and forward-AD
+    checks...) are accepted so calls port unchanged, and do not change what is
+    checked.
 
     >>> dg.autograd.gradcheck(dg.exp, (dg.rand(3, dtype=dg.float64, requires_grad=True),))
     True
