@@ -20,7 +20,9 @@ from .reduction import sum_p, sum_to_shape_p
 from .registry import bind, primitive
 from .shape import reshape_p
 
-__all__ = ["softmax", "log_softmax", "linear", "embedding", "nll_loss_nd"]
+# Only names whose top-level PyTorch form has the same signature are exported as dg.*;
+# linear/embedding/nll_loss are reached through dg.nn.functional.
+__all__ = ["softmax", "log_softmax"]
 
 
 def _raw(a):
@@ -31,12 +33,36 @@ def _raw(a):
 # softmax / log_softmax
 # ---------------------------------------------------------------------------
 
+# exp() of (x - shift) neither overflows nor underflows to 0 when the spread of x is
+# below these limits, so one global shift (fast full reductions) can replace the
+# per-row maximum (slow strided reductions on short rows).
+_SAFE_SPREAD = {np.dtype(np.float16): 8.0, np.dtype(np.float32): 60.0,
+                np.dtype(np.float64): 600.0}
+
+
+def _shifted(x, dim):
+    """``x`` minus a shift that makes ``exp`` safe: the global max when the spread allows."""
+    hi, lo = x.max(), x.min()
+    if np.isfinite(hi) and np.isfinite(lo) and hi - lo < _SAFE_SPREAD.get(x.dtype, 0.0):
+        return x - hi
+    return x - x.max(axis=dim, keepdims=True)
+
+
+def _sum_keep(a, dim):
+    """``a.sum(dim, keepdims=True)``; a BLAS product with ones for the last, contiguous axis."""
+    if dim == a.ndim - 1 and a.flags.c_contiguous and a.dtype.kind == "f" and a.shape[-1] > 1:
+        n = a.shape[-1]
+        return (a.reshape(-1, n) @ np.ones((n, 1), dtype=a.dtype)).reshape(a.shape[:-1] + (1,))
+    return a.sum(axis=dim, keepdims=True)
+
+
 @primitive("log_softmax", promote="float", save_output=True)
 def log_softmax_p(x, dim=-1):
     if x.size == 0:
         return x.copy()
-    shifted = x - x.max(axis=dim, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+    shifted = _shifted(x, dim)
+    shifted -= np.log(_sum_keep(np.exp(shifted), dim))
+    return shifted
 
 
 def _log_softmax_vjp(g, out, x, dim=-1):
@@ -50,8 +76,8 @@ log_softmax_p.defvjp(_log_softmax_vjp)
 def softmax_p(x, dim=-1):
     if x.size == 0:
         return x.copy()
-    e = np.exp(x - x.max(axis=dim, keepdims=True))
-    e /= e.sum(axis=dim, keepdims=True)
+    e = np.exp(_shifted(x, dim))
+    e /= _sum_keep(e, dim)
     return e
 
 
@@ -277,50 +303,73 @@ def embedding_renorm_(weight, indices, max_norm: float, norm_type: float = 2.0):
 # nll_loss: picks -w[t] * logp[t]; its gradient is a constant sparse mask times g
 # ---------------------------------------------------------------------------
 
-def _nll_terms(target, weight, ignore_index, n_classes, dtype):
-    """Per-element weights w[target] (0 where ignored) and the clipped target."""
-    t = target
-    valid = t != ignore_index
-    safe = np.where(valid, t, 0)
-    w = np.ones(t.shape, dtype=dtype) if weight is None else weight[safe].astype(dtype, copy=False)
-    return w * valid, safe
+def _nll_terms(target, weight, ignore_index, dtype):
+    """Per-element weights w[target] (0 where ignored) and the target with ignored -> 0."""
+    valid = target != ignore_index
+    if valid.all():
+        safe = target
+        w = np.ones(target.shape, dtype=dtype) if weight is None \
+            else weight[target].astype(dtype, copy=False)
+        return w, safe
+    safe = np.where(valid, target, 0)
+    w = valid.astype(dtype) if weight is None else weight[safe].astype(dtype, copy=False) * valid
+    return w, safe
+
+
+def _pick(a, safe):
+    """``a[n, safe[n, ...], ...]`` along class dimension 1."""
+    if a.ndim == 2:
+        return a[np.arange(a.shape[0]), safe]
+    return np.take_along_axis(a, np.expand_dims(safe, 1), axis=1).squeeze(1)
+
+
+def _reduce_losses(losses, w, reduction, dtype):
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return np.asarray(losses.sum(), dtype=dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: nan, as PyTorch
+        return np.asarray(losses.sum() / w.sum(), dtype=dtype)
 
 
 @primitive("nll_loss", save_inputs=True, nondiff_argnums=(1, 2))
 def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
-    c = logp.shape[1]
-    w, safe = _nll_terms(target, weight, ignore_index, c, logp.dtype)
-    picked = np.take_along_axis(logp, np.expand_dims(safe, 1), axis=1).squeeze(1)
-    losses = -w * picked
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return np.asarray(losses.sum(), dtype=logp.dtype)
-    with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: nan, as PyTorch
-        return np.asarray(losses.sum() / w.sum(), dtype=logp.dtype)
+    w, safe = _nll_terms(target, weight, ignore_index, logp.dtype)
+    return _reduce_losses(-w * _pick(logp, safe), w, reduction, logp.dtype)
 
 
-def _nll_mask(logp, target, weight, reduction, ignore_index):
-    """The constant array d(loss)/d(logp) for a unit cotangent (shape of logp)."""
-    shape = tuple(logp.shape)
-    dtype = _raw(logp).dtype if not hasattr(logp, "_data") else logp._data.dtype
+def _coefs(shape, dtype, target, weight, reduction, ignore_index):
+    """Per-element loss weights (divided by their total for 'mean') and the safe target."""
     t = _raw(target)
     wt = None if weight is None else _raw(weight)
-    w, safe = _nll_terms(t, wt, ignore_index, shape[1], dtype)
+    w, safe = _nll_terms(t, wt, ignore_index, dtype)
     if reduction == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):
             w = w / w.sum()
+    return w, safe
+
+
+def _onehot_mask(shape, dtype, w, safe):
+    """Array of ``shape`` holding ``-w`` at each target class, 0 elsewhere."""
     mask = np.zeros(shape, dtype=dtype)
-    np.put_along_axis(mask, np.expand_dims(safe, 1), np.expand_dims(-w, 1), axis=1)
+    if len(shape) == 2:
+        mask[np.arange(shape[0]), safe] = -w
+    else:
+        np.put_along_axis(mask, np.expand_dims(safe, 1), np.expand_dims(-w, 1), axis=1)
     return mask
 
 
-def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-100):
-    mask = _nll_mask(logp, target, weight, reduction, ignore_index)
+def _g_with_class_dim(g, reduction):
     if reduction == "none":
         shape = tuple(g.shape)
-        g = reshape_p(g, shape=shape[:1] + (1,) + shape[1:])
-    return g * mask
+        return reshape_p(g, shape=shape[:1] + (1,) + shape[1:])
+    return g
+
+
+def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-100):
+    dtype = logp.dtype if not isinstance(logp, Tensor) else logp._data.dtype
+    w, safe = _coefs(tuple(logp.shape), dtype, target, weight, reduction, ignore_index)
+    return _g_with_class_dim(g, reduction) * _onehot_mask(tuple(logp.shape), dtype, w, safe)
 
 
 nll_loss_p.defvjp(_nll_vjp, None, None)
@@ -353,9 +402,10 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
             f"shape {list(ld.shape)} (N, C, d1, ...), got target of shape {list(td.shape)}")
     c = ld.shape[1]
     if td.size:
-        valid = td[td != ignore_index]
-        if valid.size:
-            lo, hi = int(valid.min()), int(valid.max())
+        lo, hi = int(td.min()), int(td.max())
+        if lo < 0 or hi >= c:
+            valid = td[td != ignore_index]
+            lo, hi = (int(valid.min()), int(valid.max())) if valid.size else (0, 0)
             if lo < 0 or hi >= c:
                 bad = hi if hi >= c else lo
                 raise IndexError(
