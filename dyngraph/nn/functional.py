@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..ops import elementwise as E  # noqa: N812
+from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
 from ..ops.nn import (
     embedding,
     embedding_p,
@@ -28,7 +29,7 @@ from ..ops.nn import (
 )
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import sum as _sum
-from ..ops.shape import reshape
+from ..ops.shape import pad, reshape  # noqa: F401  (pad re-exported)
 from ..random import rng_of
 from ..tensor import Tensor
 
@@ -189,27 +190,6 @@ def _bag_max(rows, bag_of, keep, n_bags, dt):
     bi, di = np.nonzero(arg >= 0)
     sel[bi, arg[bi, di], di] = 1
     return _sum(_const(sel) * reshape(rows, 1, len(bag_of), d), 1)
-
-
-def one_hot(tensor, num_classes: int = -1):
-    """One-hot encoding of an integer tensor (int64 result), as ``torch.nn.functional.one_hot``."""
-    try:
-        from ..ops.indexing import one_hot as _one_hot  # noqa: PLC0415
-    except ImportError:
-        _one_hot = None
-    if _one_hot is not None:
-        return _one_hot(tensor, num_classes)
-    a = tensor._data
-    if a.dtype.kind not in "iu":
-        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    if num_classes == -1:
-        num_classes = int(a.max()) + 1 if a.size else 0
-    if a.size and (a.min() < 0 or a.max() >= num_classes):
-        raise RuntimeError(f"one_hot: class values must be in [0, {num_classes - 1}], got "
-                           f"min {int(a.min())} and max {int(a.max())}")
-    out = np.zeros(a.shape + (num_classes,), dtype=np.int64)
-    np.put_along_axis(out, a[..., None].astype(np.int64), 1, axis=-1)
-    return _const(out)
 
 
 # ---------------------------------------------------------------------------
@@ -1035,16 +1015,6 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 # ---------------------------------------------------------------------------
 # shape helpers owned elsewhere
 # ---------------------------------------------------------------------------
-
-def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002
-    """Pad ``input`` (``dyngraph.ops.shape.pad``; see there)."""
-    from ..ops import shape as _shape  # noqa: PLC0415
-
-    fn = getattr(_shape, "pad", None)
-    if fn is None:
-        raise NotImplementedError("pad: dyngraph.ops.shape.pad is not available yet")
-    return fn(input, pad, mode=mode, value=value)
-
 
 _ = (_dt, embedding_p)
 
