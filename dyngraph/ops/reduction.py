@@ -424,9 +424,9 @@ def _vi_impl(fn, red, name):
 
 
 max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True)(
-    _vi_impl(np.argmax, np.max, "max"))
+    _vi_impl(np.ndarray.argmax, np.ndarray.max, "max"))
 min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True)(
-    _vi_impl(np.argmin, np.min, "min"))
+    _vi_impl(np.ndarray.argmin, np.ndarray.min, "min"))
 max_dim_p.defvjp(_select_rule)
 min_dim_p.defvjp(_select_rule)
 
@@ -695,12 +695,12 @@ def logsumexp_p(x, dim=None, keepdim=False):
         with np.errstate(divide="ignore"):
             return np.log(np.sum(np.exp(x), axis=dim, keepdims=keepdim))
     m = np.max(x, axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    if not np.isfinite(m).all():  # rows of -inf (or with +inf): shift by 0 there instead
+        m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore"):
-        s = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
-    if keepdim:
-        return s
-    return np.squeeze(s, axis=dim) if dim is not None else s.reshape(())
+        s = np.log(np.add.reduce(np.exp(x - m), axis=dim, keepdims=keepdim))
+    s += m if keepdim else (m.reshape(s.shape))
+    return s
 
 
 def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
