@@ -303,3 +303,23 @@ def test_functional_extras_match_torch():
         _close(d, t, "float64", fn)
     d = dg.softmax(dg.tensor(a), dim=0)
     _close(d, torch.softmax(torch.from_numpy(a), 0), "float64", "dg.softmax")
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_functional_options(mode):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(8, 3))
+    idx = np.array([1, 2, 4, 5, 4, 3, 2, 7])
+    off = np.array([0, 3, 3, 8])  # an empty bag and include_last_offset
+    psw = rng.uniform(0.5, 2, size=8)
+    kw = {"mode": mode, "include_last_offset": True}
+    dw, tw = dg.tensor(w, requires_grad=True), torch.from_numpy(w.copy()).requires_grad_(True)
+    extra_d = {"per_sample_weights": dg.tensor(psw)} if mode == "sum" else {}
+    extra_t = {"per_sample_weights": torch.from_numpy(psw)} if mode == "sum" else {}
+    d = dg.nn.functional.embedding_bag(dg.tensor(idx), dw, dg.tensor(off), **kw, **extra_d)
+    t = torch.nn.functional.embedding_bag(torch.from_numpy(idx), tw, torch.from_numpy(off), **kw,
+                                          **extra_t)
+    _close(d, t, "float64", "embedding_bag")
+    d.sum().backward()
+    t.sum().backward()
+    _close(dw.grad, tw.grad, "float64", "embedding_bag grad")

@@ -423,3 +423,43 @@ def test_clip_grad_and_vector_utils():
                                torch.nn.utils.parameters_to_vector(tm.parameters()).detach().numpy())
     utils.vector_to_parameters(dg.arange(8, dtype=dg.float64), dm.parameters())
     assert dm.bias.detach().numpy().tolist() == [6.0, 7.0]
+
+
+def test_load_state_dict_assign_and_extra_state():
+    lin = dg.nn.Linear(2, 2)
+    new = np.arange(4, dtype=np.float32).reshape(2, 2)
+    w = lin.weight
+    lin.load_state_dict({"weight": new, "bias": np.zeros(2, np.float32)}, assign=True)
+    assert lin.weight.detach().numpy().tolist() == [[0, 1], [2, 3]] and w.requires_grad
+
+    class WithExtra(dg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.note = "a"
+
+        def get_extra_state(self):
+            return {"note": self.note}
+
+        def set_extra_state(self, state):
+            self.note = state["note"]
+
+    m = WithExtra()
+    sd = m.state_dict()
+    assert list(sd) == ["_extra_state"]
+    sd["_extra_state"] = {"note": "b"}
+    m.load_state_dict(sd)
+    assert m.note == "b"
+
+
+def test_forward_hook_always_call_runs_on_error():
+    seen = []
+
+    class Boom(dg.nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    b = Boom()
+    b.register_forward_hook(lambda m, a, o: seen.append("called"), always_call=True)
+    with pytest.raises(ValueError, match=r"^Boom\(\): boom"):
+        b(dg.ones(1))
+    assert seen == ["called"]
