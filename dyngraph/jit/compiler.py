@@ -98,6 +98,7 @@ class Variant:
                 self.out_src.append(None)
         self.n_res = len(cap.residuals)
         self.diff_pos = {p: k for k, p in enumerate(cap.cotangent_outputs)}
+        self._effects_plan = None
         self.bw_prim = CompiledBackward(f"Compiled_{self.name}", self.program.bwd) \
             if self.program.bwd is not None else None
 
@@ -190,29 +191,59 @@ class Variant:
         node.out_meta = tuple((outs[i].shape, outs[i].dtype) for i in diff)
         return node
 
+    def _plan_effects(self):
+        """Which effect outputs are freshly allocated by the program (no copy needed)."""
+        fwd = self.cap.fwd
+        prod = {o: n for n in fwd.nodes for o in n.outs}
+        counts = {}
+        for _, _, pos in self.cap.effects:
+            if pos is not None:
+                counts[fwd.outputs[pos]] = counts.get(fwd.outputs[pos], 0) + 1
+        plan = []
+        for kind, target, pos in self.cap.effects:
+            fresh = False
+            if pos is not None:
+                vid = fwd.outputs[pos]
+                n = prod.get(vid)
+                fresh = (n is not None and n.emit is not None and n.emit[0] in ("ufunc", "matmul")
+                         and counts[vid] == 1 and vid not in fwd.outputs[:self.cap.n_user_outputs])
+            plan.append((kind, target, pos, fresh))
+        return plan
+
     def _apply_effects(self, outs, leaves, caps):
         from ..ops.inplace import bump_version  # noqa: PLC0415
 
-        seen = {id(c) for c in caps}
-        seen.update(id(t._data) for t in leaves)
-        for kind, target, pos in self.cap.effects:
-            if pos is None:   # `.grad = None`
-                t = target()
-                if t is not None:
-                    t._grad = None
-                continue
-            arr = outs[pos]
-            if kind == "write_input":
-                t = leaves[target]
-            else:
+        plan = self._effects_plan
+        if plan is None:
+            plan = self._effects_plan = self._plan_effects()
+        seen = None
+        make = Tensor._make
+        for kind, target, pos, fresh in plan:
+            if pos is None:
                 t = target()
                 if t is None:
                     continue
+                if kind == "call":       # optimizer.step() on the arrays just written
+                    t.step()
+                else:                    # `.grad = None`
+                    t._grad = None
+                continue
+            arr = outs[pos]
             if kind == "grad":
-                if arr.base is not None or id(arr) in seen or not arr.flags.writeable:
-                    arr = arr.copy()
-                seen.add(id(arr))
-                t._grad = Tensor._make(arr, False, None, 0)
+                t = target()
+                if t is None:
+                    continue
+                if not fresh:
+                    if seen is None:
+                        seen = {id(c) for c in caps}
+                        seen.update(id(x._data) for x in leaves)
+                    if arr.base is not None or id(arr) in seen or not arr.flags.writeable:
+                        arr = arr.copy()
+                    seen.add(id(arr))
+                t._grad = make(arr, False, None, 0)
+                continue
+            t = leaves[target] if kind == "write_input" else target()
+            if t is None:
                 continue
             data = t._data
             if data.flags.writeable and data.shape == arr.shape:

@@ -79,14 +79,30 @@ def generate(graph, name: str = "program"):
     for i, node in enumerate(graph.nodes):
         outs = ", ".join(f"v{o}" for o in node.outs)
         emit = node.emit
-        if emit is not None:
+        if emit is not None and emit[0] == "view":
+            x = lit(node.args[0])
+            pv = node.params[next(iter(node.params))]
+            if node.op == "permute" and tuple(pv) == (1, 0):
+                body.append(f"{outs} = {x}.T")
+            elif node.op == "permute":
+                body.append(f"{outs} = {x}.transpose({lit(tuple(pv))})")
+            elif node.op == "reshape":
+                body.append(f"{outs} = {x}.reshape({lit(pv)})")
+            else:
+                ns["_bt"] = np.broadcast_to
+                body.append(f"{outs} = _bt({x}, {lit(pv)})")
+        elif emit is not None:
             fname = f"_u_{emit[1]}"
             if emit[0] == "ufunc":
                 from .passes.fusion import UFUNCS  # noqa: PLC0415
 
                 fn, extra = UFUNCS[emit[1]]
                 ns[fname] = fn
-                call_args = [lit(a) for a in node.args] + [repr(e) for e in extra]
+                odt = graph.values[node.outs[0]].dtype
+                # Python scalars as 0-d arrays of the result dtype: same values, and NumPy
+                # skips its (slow) scalar conversion on every call
+                call_args = [lit(a) if type(a) is Var else lit(np.array(a, odt))
+                             for a in list(node.args) + list(extra)]
             else:
                 ns[fname] = np.matmul
                 call_args = [lit(a) for a in node.args]

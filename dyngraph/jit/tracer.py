@@ -48,6 +48,62 @@ def is_random(op: str) -> bool:
     return any(w in op for w in _RANDOM_WORDS)
 
 
+class _GradSlot:
+    """Stands in for ``Tensor._grad`` during a trace so ``.grad`` assignments are seen.
+
+    (Optimizers' ``zero_grad`` write the slot directly; the wrapper forwards every
+    read and write to the real slot and only notifies the tracer of this thread.)
+    """
+
+    def __init__(self, slot):
+        self.slot = slot
+
+    def __get__(self, obj, typ=None):
+        if obj is None:
+            return self
+        return self.slot.__get__(obj, typ)
+
+    def __set__(self, obj, value):
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "on_set_grad"):
+            interp.on_set_grad(obj, value)
+        self.slot.__set__(obj, value)
+
+
+_GRAD_SLOT = Tensor.__dict__["_grad"]
+_GRAD_WRAPPER = _GradSlot(_GRAD_SLOT)
+_ACTIVE = [0]
+
+
+_OPT = {}
+
+
+def _patch_optimizer():
+    """Route ``Optimizer.step`` through the tracer (only if dyngraph.optim is in use)."""
+    import sys  # noqa: PLC0415
+
+    mod = sys.modules.get("dyngraph.optim.optimizer")
+    if mod is None or "step" in _OPT:
+        return
+    orig = mod.Optimizer.step
+    _OPT["step"] = (mod.Optimizer, orig)
+
+    def step(self, closure=None):
+        interp = STATE.interpreter
+        if closure is None and isinstance(interp, Tracer):
+            return interp.on_optimizer_step(self, lambda: orig(self))
+        return orig(self, closure)
+
+    step.__doc__ = orig.__doc__
+    mod.Optimizer.step = step
+
+
+def _unpatch_optimizer():
+    ent = _OPT.pop("step", None)
+    if ent is not None:
+        ent[0].step = ent[1]
+
+
 class Uncapturable(Exception):  # noqa: N818
     """The function did something a static graph cannot replay (message says what)."""
 
@@ -117,6 +173,9 @@ class Tracer:
         self.grad_guards = []          # (leaf tensor, had_grad)
         self.grad_state = {}           # id(leaf) -> vid of the .grad value read by reference
         self.grad_at_capture = {}      # id(param) -> its .grad object when first seen
+        self.grad_written = set()      # id(leaf) whose .grad the function assigned
+        self._own_write = False
+        self.stepped = set()           # ids of parameters an optimizer updated
 
     # -- values ----------------------------------------------------------------
     def _new(self, shape, dtype, graph=None) -> int:
@@ -311,6 +370,33 @@ class Tracer:
         self.stop(f"the NumPy array of a tensor (shape {list(t.shape)}) was taken "
                   "(.numpy() / np.asarray): NumPy code on it cannot be captured")
 
+    def on_set_grad(self, t, value):
+        """``t.grad = value`` (or ``p._grad = None`` in ``zero_grad``) during the trace."""
+        self.grad_written.add(id(t))
+        if self._own_write or not self.recording:
+            return
+        try:
+            vid = None if value is None else self.lookup(value)
+        except Uncapturable as exc:
+            self.stop(str(exc))
+            return
+        self.effects.append(("grad", t, vid))
+
+    def on_optimizer_step(self, opt, run):
+        """``opt.step()``: replayed as a call after the program (it updates raw arrays)."""
+        if not self.recording:
+            return run()
+        params = [p for g in opt.param_groups for p in g["params"]]
+        self.effects.append(("call", opt, None))
+        out = run()
+        for p in params:
+            ent = self.env.get(id(p))
+            if ent is not None and ent[1] is p:
+                # later reads in this call would need the updated values: not replayable
+                self.env[id(p)] = (ent[0], p, -1)
+            self.stepped.add(id(p))
+        return out
+
     def on_repr(self, t):
         self.stop(f"the values of a tensor (shape {list(t.shape)}) were printed")
 
@@ -361,7 +447,6 @@ class Tracer:
         if target is not None:
             if self.graph is not self.fwd:
                 raise Uncapturable("in-place write while differentiating")
-            self.effects = [e for e in self.effects if not (e[0] == "write" and e[1] is t)]
             self.effects.append(("write", t, vid))
         self.env[id(t)] = (vid, t, _version(t))
         self.data_env[id(t._data)] = (vid, t, _version(t))
@@ -413,7 +498,7 @@ class Tracer:
         for leaf, g in zip(leaves, grads, strict=True):
             if g is None:
                 continue
-            if id(leaf) not in self.grad_state:
+            if id(leaf) not in self.grad_state and id(leaf) not in self.grad_written:
                 had = leaf._grad is not None
                 self.grad_guards.append((leaf, had))
                 if had:
@@ -424,14 +509,18 @@ class Tracer:
                         self.grad_state[id(leaf)] = self._capture(gt)
                         self.capture_kinds[-1] = "grad"
             old = leaf._grad
+            if old is not None:
+                self.lookup(old)
             if g._data.dtype != leaf._data.dtype:
                 g = g.to(leaf.dtype)
             if tuple(g._data.shape) != tuple(leaf._data.shape):
                 raise Uncapturable("gradient shape differs from the leaf's shape")
             new = g if old is None else old + g
-            leaf._grad = self._detached(new)
-            self.lookup(leaf)
-            self.effects = [e for e in self.effects if not (e[0] == "grad" and e[1] is leaf)]
+            self._own_write = True
+            try:
+                leaf._grad = self._detached(new)
+            finally:
+                self._own_write = False
             self.effects.append(("grad", leaf, self.lookup(new)))
         return None
 
@@ -536,11 +625,18 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Ca
     prev = STATE.interpreter
     STATE.interpreter = tr
     _autograd.run_backward = patched
+    _ACTIVE[0] += 1
+    Tensor._grad = _GRAD_WRAPPER
+    _patch_optimizer()
     try:
         result = fn(*args, **kwargs)
     finally:
         STATE.interpreter = prev
         _autograd.run_backward = orig
+        _ACTIVE[0] -= 1
+        if not _ACTIVE[0]:
+            Tensor._grad = _GRAD_SLOT
+            _unpatch_optimizer()
     cap.results = result
     cap.rng_used = _rng_state() != rng0
     if not tr.recording:
@@ -564,19 +660,6 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
     cap.out_spec = flatten(result, outs)
     out_vids = [tr.lookup(t) for t in outs]
     cap.n_user_outputs = len(out_vids)
-    # .grad assignments (backward(), `p.grad = None`) seen as the final state of each param
-    for j, t in enumerate(tr.capture_tensors):
-        if tr.capture_kinds[j] != "param":
-            continue
-        cur = t._grad
-        touched = any(e[0] == "grad" and e[1] is t for e in tr.effects)
-        if cur is tr.grad_at_capture.get(id(t)) and not touched:
-            continue
-        tr.effects = [e for e in tr.effects if not (e[0] == "grad" and e[1] is t)]
-        if cur is None:
-            tr.effects.append(("grad", t, None))
-        else:
-            tr.effects.append(("grad", t, tr.lookup(cur)))
     # side effects become extra outputs
     effects = []
     for kind, t, vid in tr.effects:
@@ -588,7 +671,7 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
     input_pos = {id(t): i for i, t in enumerate(leaves)}
     for t in list(leaves) + list(tr.capture_tensors):
         ent = tr.env.get(id(t))
-        if ent is not None and ent[1] is t and _version(t) != ent[2]:
+        if ent is not None and ent[1] is t and _version(t) != ent[2] and id(t) not in tr.stepped:
             raise Uncapturable(f"a tensor of shape {list(t.shape)} from outside the call was modified "
                                "in place in a way the tracer cannot follow")
     # classify tensors captured "pending": alive elsewhere -> by reference, else constant

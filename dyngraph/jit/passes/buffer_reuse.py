@@ -28,7 +28,7 @@ def buffer_reuse(graph) -> int:
         for a in node.args:
             if type(a) is Var:
                 last[a.id] = i
-                if node.emit is None:
+                if node.emit is None or node.emit[0] == "view":
                     escaped.add(a.id)
     for v in graph.outputs:
         if v is not None:
@@ -40,6 +40,8 @@ def buffer_reuse(graph) -> int:
     for i, node in enumerate(nodes):
         node.free = []
         emit = node.emit
+        if emit is not None and emit[0] == "view":
+            emit = None
         if emit is not None:
             out = node.outs[0]
             key = (vals[out].shape, vals[out].dtype)

@@ -26,6 +26,8 @@ UFUNCS = {
     "relu": (np.maximum, (0.0,)),
 }
 ELEMENTWISE = set(UFUNCS)
+# view primitives emitted as the NumPy method itself (primitive -> its one param)
+VIEWS = {"permute": "dims", "reshape": "shape", "expand": "shape"}
 
 
 def fusion(graph) -> int:
@@ -34,7 +36,14 @@ def fusion(graph) -> int:
     vals = graph.values
     for node in graph.nodes:
         node.emit = None
-        if node.params or len(node.outs) != 1:
+        if len(node.outs) != 1:
+            continue
+        if node.op in VIEWS and set(node.params) == {VIEWS[node.op]} and len(node.args) == 1 \
+                and type(node.args[0]) is Var and len(vals[node.outs[0]].shape) > 0:
+            node.emit = ["view", node.op, None]
+            n += 1
+            continue
+        if node.params:
             continue
         out = vals[node.outs[0]]
         if out.dtype.kind != "f" or len(out.shape) == 0:
@@ -46,6 +55,9 @@ def fusion(graph) -> int:
             continue
         if node.op in UFUNCS:
             node.emit = ["ufunc", node.op, None]
+            n += 1
+        elif node.op in VIEWS and len(vargs) == 1:
+            node.emit = ["view", node.op, None]
             n += 1
         elif node.op == "matmul" and len(vargs) == 2 and all(len(vals[a.id].shape) >= 2 for a in vargs):
             node.emit = ["matmul", node.op, None]
