@@ -17,7 +17,7 @@ from .tensor import Tensor, _wrap_dim
 
 __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
-    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot",
+    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr",
 ]
 
 vector_norm = _red.vector_norm
@@ -27,6 +27,7 @@ slogdet = _lin.slogdet
 solve = _lin.solve
 matmul = _lin.matmul
 tensordot = _lin.tensordot
+qr = _lin.qr
 _INF = float("inf")
 
 

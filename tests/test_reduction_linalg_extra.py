@@ -355,3 +355,16 @@ def test_matmul_family_on_tensors_and_methods():
     assert_close(dg.addmm(dg.zeros(4), a, b, beta=0.5, alpha=2.0), 2 * (a.numpy() @ b.numpy()), 1e-5, 1e-5)
     nan_in = dg.full((2, 4), float("nan"))
     assert np.all(np.isfinite(dg.addmm(nan_in, a, b, beta=0).numpy()))  # beta=0 ignores NaN, like torch
+
+
+def test_qr_gradient_limits_are_loud():
+    wide = dg.randn(2, 4, requires_grad=True)
+    q, r = dg.linalg.qr(wide)
+    with pytest.raises(NotImplementedError, match="wide matrices"):
+        r.sum().backward()
+    tall = dg.randn(4, 2, requires_grad=True)
+    _, r = dg.linalg.qr(tall, mode="r")
+    with pytest.raises(RuntimeError, match="mode='r'"):
+        r.sum().backward()
+    with pytest.raises(RuntimeError, match="unrecognized mode"):
+        dg.linalg.qr(tall, mode="x")

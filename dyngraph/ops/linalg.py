@@ -18,7 +18,7 @@ from .registry import bind, primitive
 __all__ = [
     "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diag_embed", "trace",
-    "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky",
+    "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky", "qr",
 ]
 
 
@@ -744,6 +744,61 @@ def _cholesky_vjp(g, out, x):
 cholesky_p.defvjp(_cholesky_vjp)
 
 
+@primitive("qr", n_outputs=2, meta=True, save_output=True)
+def qr_p(x, mode="reduced"):
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions, "
+                           f"got shape {list(x.shape)}")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"linalg.qr: Expected a floating point tensor as input. Got {_cname(x.dtype)}")
+    if mode == "r":
+        r = np.linalg.qr(x, mode="r")
+        return np.empty((0,), x.dtype), r
+    q, r = np.linalg.qr(x, mode=mode)
+    return q, r
+
+
+def _copyltu(m):
+    return tril_p(m, diagonal=0) + tril_p(m, diagonal=-1).mT
+
+
+def _qr_vjp(g, out, x, mode="reduced"):
+    m, n = x.shape[-2], x.shape[-1]
+    if mode == "r":
+        raise RuntimeError("linalg.qr: The derivative of linalg.qr depends on Q, which is not "
+                           "computed when mode='r'. Please use linalg.qr(A, mode='reduced') if "
+                           "you are going to differentiate through linalg.qr.")
+    if m < n:
+        raise NotImplementedError(
+            f"linalg.qr: the gradient for wide matrices ({m}x{n}, m < n) is not implemented; "
+            "differentiate the QR of the transpose or of a tall slice instead")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and "
+                           "nrows > ncols.")
+    gq, gr = g
+    q, r = out
+    # A = QR (m >= n): gA = (gQ + Q copyltu(M)) R^{-T},  M = R gR^T - gQ^T Q
+    mm_ = r @ gr.mT - gq.mT @ q
+    b = gq + q @ _copyltu(mm_)
+    return solve_p(r, b.mT).mT  # b R^{-T}
+
+
+qr_p.defvjp(_qr_vjp)
+
+
+_QRResult = namedtuple("qr", ["Q", "R"])
+
+
+def qr(input, mode: str = "reduced"):  # noqa: A002
+    """QR decomposition ``A = Q R`` (``mode``: ``'reduced'``, ``'complete'`` or ``'r'``)
+    as a named tuple ``(Q, R)``; differentiable for ``m >= n`` in the reduced mode."""
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    q, r = bind(qr_p, (_tensor(input, "linalg.qr"),), {"mode": mode})
+    return _QRResult(q, r)
+
+
 def _np(a):
     return a._data if isinstance(a, Tensor) else a
 
@@ -801,5 +856,5 @@ install({
     "addmm": addmm, "addmv": addmv, "baddbmm": baddbmm, "addbmm": addbmm, "addr": addr,
     "inner": inner, "kron": kron, "diagonal": diagonal, "diag": diag, "diag_embed": diag_embed,
     "trace": trace, "tril": tril, "triu": triu, "inverse": inverse, "det": det,
-    "slogdet": slogdet, "logdet": logdet, "cholesky": cholesky,
+    "slogdet": slogdet, "logdet": logdet, "cholesky": cholesky, "qr": qr,
 })

@@ -242,6 +242,12 @@ OPS = [
     OpInfo("linalg_cholesky", _chol_fn(), lambda rng, dt: [
         Sample((randn(rng, (3, 3), dt),)), Sample((randn(rng, (2, 2, 2), dt),), desc="batched")]),
     OpInfo("linalg_cholesky_upper", _chol_fn(True), lambda rng, dt: [Sample((randn(rng, (3, 3), dt),))]),
+    OpInfo("linalg_qr", lambda m, x: tuple(m.linalg.qr(x)), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt),), desc="tall"), Sample((randn(rng, (3, 3), dt),), desc="square"),
+        Sample((randn(rng, (2, 3, 2), dt),), desc="batched")]),
+    OpInfo("linalg_qr_modes", lambda m, x, mode: tuple(m.linalg.qr(x, mode=mode)), lambda rng, dt: [
+        Sample((randn(rng, (2, 4), dt), "reduced"), desc="wide"),
+        Sample((randn(rng, (4, 2), dt), "complete"), desc="complete")], grad=False),
     OpInfo("linalg_norm", lambda m, x, **kw: m.linalg.norm(x, **kw), _lnorm_samples),
     OpInfo("linalg_vector_norm", lambda m, x, **kw: m.linalg.vector_norm(x, **kw), _vnorm_samples),
     OpInfo("linalg_matrix_norm", lambda m, x, **kw: m.linalg.matrix_norm(x, **kw), _mnorm_samples),
