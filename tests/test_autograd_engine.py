@@ -346,7 +346,12 @@ def test_grad_mode_context_managers_and_decorators():
     def h(t):
         return t * 2
 
-    assert not f(x).requires_grad and not h(x).requires_grad
+    @dg.set_grad_enabled(False)
+    def k(t):
+        return t * 2
+
+    assert dg.is_grad_enabled()     # decorating does not switch grad mode off
+    assert not f(x).requires_grad and not h(x).requires_grad and not k(x).requires_grad
     with dg.no_grad():
         assert g(x).requires_grad
     dg.set_grad_enabled(False)
