@@ -128,6 +128,9 @@ LAYERS = [
      [np.array([1, 2, 4, 5, 4, 3, 2, 9]), np.array([0, 3])]),
     ("EmbeddingBag-mean-padding", lambda nn: nn.EmbeddingBag(10, 3, padding_idx=2),
      [np.array([1, 2, 4, 2, 2, 3]), np.array([0, 2, 4])]),
+    ("Sequential-inplace-relu", lambda nn: nn.Sequential(nn.Linear(4, 5), nn.ReLU(inplace=True),
+                                                         nn.Linear(5, 2), nn.LeakyReLU(0.1, True)),
+     [x(3, 4)]),
     ("Sequential-MLP", lambda nn: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.LayerNorm(8),
                                                  nn.Linear(8, 2)), [x(3, 4)]),
 ]
