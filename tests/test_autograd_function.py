@@ -370,3 +370,18 @@ def test_custom_function_with_hooks_and_anomaly():
 def test_legacy_instance_call_is_rejected():
     with pytest.raises(RuntimeError, match="staticmethod"):
         make_exp(dg)()(dg.tensor([1.0]))
+
+
+def test_vjp_is_an_alias_of_backward():
+    class Double(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, g):
+            return g * 2
+
+    x = dg.tensor([1.0], requires_grad=True)
+    Double.apply(x).sum().backward()
+    assert x.grad.tolist() == [2.0]

@@ -149,8 +149,11 @@ class _FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         super().__init__(name, bases, attrs)
         # The newer style: forward(*args) without ctx, plus setup_context(ctx, inputs, output).
-        cls._new_style = cls.__dict__.get("setup_context") is not None and name != "Function" \
-            or any(getattr(b, "_new_style", False) for b in bases)
+        cls._new_style = (("setup_context" in attrs and name != "Function")
+                          or any(getattr(b, "_new_style", False) for b in bases))
+        # PyTorch accepts ``vjp`` as the name of the backward method
+        if "vjp" in attrs and "backward" not in attrs:
+            cls.backward = attrs["vjp"]
 
 
 class Function(metaclass=_FunctionMeta):
