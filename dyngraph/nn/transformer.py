@@ -17,7 +17,6 @@ import copy
 
 import numpy as np
 
-from ..ops.shape import transpose
 from ..tensor import Tensor
 from . import functional as F  # noqa: N812
 from . import init
@@ -114,13 +113,6 @@ class MultiheadAttention(Module):
                 raise RuntimeError(
                     f"{name}: expected {arg} of shape {layout} or unbatched (L, E) with E = "
                     f"{dims[arg]}, got shape {list(t.shape)}")
-        is_batched = query._data.ndim == 3
-        if self.batch_first and is_batched:
-            same_kv = key is value
-            same_qk = query is key
-            query = transpose(query, 0, 1)
-            key = query if same_qk else transpose(key, 0, 1)
-            value = key if same_kv else transpose(value, 0, 1)
         out, weights = multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
             self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
@@ -129,9 +121,7 @@ class MultiheadAttention(Module):
             use_separate_proj_weight=not self._qkv_same_embed_dim,
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
             v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
-            is_causal=is_causal)
-        if self.batch_first and is_batched:
-            out = transpose(out, 0, 1)
+            is_causal=is_causal, _batch_first=self.batch_first)
         return out, weights
 
 
