@@ -35,7 +35,8 @@ from .autograd.grad_mode import STATE
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "FunctionEvent", "EventList"]
 
-_now = time.perf_counter_ns
+_now = time.perf_counter_ns  # wall clock: the trace's timeline
+_cpu = time.thread_time_ns  # this thread's CPU time: the table (robust to a busy machine)
 _ACTIVE: list = []  # profiles currently running (innermost last)
 _lock = threading.Lock()
 
@@ -48,13 +49,15 @@ class ProfilerActivity:  # noqa: D101  (PyTorch's enum names; only CPU exists he
 class FunctionEvent:
     """One timed interval: a primitive call, a backward node or a ``record_function`` range."""
 
-    __slots__ = ("name", "cat", "start_ns", "end_ns", "tid", "module", "shapes", "child_ns", "depth")
+    __slots__ = ("name", "cat", "start_ns", "end_ns", "cpu_start", "cpu_end", "tid", "module",
+                 "shapes", "child_ns", "depth")
 
     def __init__(self, name, cat, start_ns, tid, module=None, shapes=None, depth=0):
         self.name = name
         self.cat = cat
         self.start_ns = start_ns
         self.end_ns = start_ns
+        self.cpu_start = self.cpu_end = 0
         self.tid = tid
         self.module = module
         self.shapes = shapes
@@ -63,13 +66,18 @@ class FunctionEvent:
 
     @property
     def cpu_time_total(self) -> float:
-        """Duration in microseconds."""
-        return (self.end_ns - self.start_ns) / 1000.0
+        """CPU time of this thread during the event, in microseconds."""
+        return (self.cpu_end - self.cpu_start) / 1000.0
 
     @property
     def self_cpu_time_total(self) -> float:
-        """Duration minus nested events, in microseconds."""
-        return (self.end_ns - self.start_ns - self.child_ns) / 1000.0
+        """CPU time minus that of nested events, in microseconds."""
+        return (self.cpu_end - self.cpu_start - self.child_ns) / 1000.0
+
+    @property
+    def wall_time_total(self) -> float:
+        """Wall-clock duration in microseconds (includes time the thread was not running)."""
+        return (self.end_ns - self.start_ns) / 1000.0
 
     def __repr__(self) -> str:
         return f"<FunctionEvent {self.cat}:{self.name} {self.cpu_time_total:.1f}us>"
@@ -294,15 +302,17 @@ class profile:  # noqa: N801
         ev = FunctionEvent(name, cat, 0, threading.get_ident(), module, shapes, len(stack))
         stack.append(ev)
         ev.start_ns = _now()
+        ev.cpu_start = _cpu()
         return ev
 
     def _close(self, ev):
-        ev.end_ns = end = _now()
+        ev.cpu_end = cpu = _cpu()
+        ev.end_ns = _now()
         stack = self._stack
         if stack and stack[-1] is ev:
             stack.pop()
         if stack:
-            stack[-1].child_ns += end - ev.start_ns
+            stack[-1].child_ns += cpu - ev.cpu_start
         self._events.append(ev)
 
     def __enter__(self):
@@ -363,7 +373,8 @@ class profile:  # noqa: N801
         """Write a Chrome trace-event JSON file (chrome://tracing, ui.perfetto.dev).
 
         Every event is a complete event (``"ph": "X"``) with ``ts``/``dur`` in
-        microseconds since the profile started, category ``forward``,
+        microseconds of wall-clock time since the profile started (the table
+        reports CPU time), category ``forward``,
         ``backward`` or ``user_annotation``, and the module in ``args``.
         """
         t0 = self._t0 or 0

@@ -56,6 +56,10 @@ class Group:
         return f"Group({self.label!r}, {len(self.members)} nodes)"
 
 
+def _ops(n: int) -> str:
+    return "1 op" if n == 1 else f"{n} ops"
+
+
 def _signatures(view):
     codes = {}
     sig = np.empty(len(view), dtype=np.int64)
@@ -138,7 +142,7 @@ def _module_groups(view, min_repeat, taken):
             path = fam[1] or typ
             head = min(run[-1])  # root-side node of the last call
             groups.append(Group(run, f"{typ} ×{fmt_count(e - s)}",
-                                f"{path}: {len(run[0])} ops per call", "module", head))
+                                f"{path}: {_ops(len(run[0]))} per call", "module", head))
             for m in run:
                 taken.update(m)
     return groups
@@ -249,7 +253,7 @@ def _path_groups(view, sig, min_repeat, max_period, taken, max_rounds=8):
             label = "→".join(ops) + f" ×{fmt_count(e - s)}"
             mods = {view.info(k).get("module") for k in run[0]}
             where = f"{mods.pop()}: " if len(mods) == 1 and None not in mods else ""
-            detail = f"{where}{len(run[0])} ops per repeat"
+            detail = f"{where}{_ops(len(run[0]))} per repeat"
             groups.append(Group(run, label, detail, "structure", min(run[0])))
             for blk in run:
                 for k in blk:
