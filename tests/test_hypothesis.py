@@ -145,8 +145,7 @@ def build(steps):
                 t = UNARY[arg](lib, t)
             elif kind == "binary":
                 o = next(it)
-                t = \
-                    (t + o if arg[0] == "add" else t * o if arg[0] == "mul" else t - o)
+                t = t + o if arg[0] == "add" else t * o if arg[0] == "mul" else t - o
             elif kind == "sum":
                 t = t.sum(dim=arg[0], keepdim=arg[1])
             elif kind == "mean":
