@@ -176,6 +176,7 @@ class Tracer:
         self.grad_written = set()      # id(leaf) whose .grad the function assigned
         self._own_write = False
         self.stepped = set()           # ids of parameters an optimizer updated
+        self.pending_data = {}         # capture position -> data when first seen
 
     # -- values ----------------------------------------------------------------
     def _new(self, shape, dtype, graph=None) -> int:
@@ -260,6 +261,8 @@ class Tracer:
             kind = "ref"
         else:
             kind = "pending"
+            # its value now (a constant if it turns out to be a temporary of the call)
+            self.pending_data[len(self.capture_tensors) - 1] = np.array(t._data)
         self.capture_kinds.append(kind)
         self.bind_tensor(t, vid)
         return vid
@@ -372,6 +375,12 @@ class Tracer:
 
     def on_set_grad(self, t, value):
         """``t.grad = value`` (or ``p._grad = None`` in ``zero_grad``) during the trace."""
+        try:
+            _GRAD_SLOT.__get__(t, Tensor)
+        except AttributeError:
+            return  # a tensor being constructed
+        if not (t._rg and t._fn is None):
+            return  # only leaves that require grad accumulate gradients
         self.grad_written.add(id(t))
         if self._own_write or not self.recording:
             return
@@ -660,6 +669,16 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
     cap.out_spec = flatten(result, outs)
     out_vids = [tr.lookup(t) for t in outs]
     cap.n_user_outputs = len(out_vids)
+    # classify tensors captured "pending": alive elsewhere -> by reference, else constant
+    ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs), id(tr.by_vid), id(tr.env),
+            id(tr.data_env), id(tr.grad_at_capture)}
+    cells = _closure_cells(fn)
+    for j, t in enumerate(tr.capture_tensors):
+        if tr.capture_kinds[j] == "pending":
+            tr.capture_kinds[j] = "ref" if _referenced_elsewhere(t, ours, cells) else "const"
+    # writes into temporaries of the call are not side effects
+    consts = {id(t) for j, t in enumerate(tr.capture_tensors) if tr.capture_kinds[j] == "const"}
+    tr.effects = [e for e in tr.effects if not (e[0] == "write" and id(e[1]) in consts)]
     # side effects become extra outputs
     effects = []
     for kind, t, vid in tr.effects:
@@ -674,13 +693,6 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
         if ent is not None and ent[1] is t and _version(t) != ent[2] and id(t) not in tr.stepped:
             raise Uncapturable(f"a tensor of shape {list(t.shape)} from outside the call was modified "
                                "in place in a way the tracer cannot follow")
-    # classify tensors captured "pending": alive elsewhere -> by reference, else constant
-    ours = {id(tr.keep), id(tr.capture_tensors), id(leaves), id(outs), id(tr.by_vid), id(tr.env),
-            id(tr.data_env), id(tr.grad_at_capture)}
-    cells = _closure_cells(fn)
-    for j, t in enumerate(tr.capture_tensors):
-        if tr.capture_kinds[j] == "pending":
-            tr.capture_kinds[j] = "ref" if _referenced_elsewhere(t, ours, cells) else "const"
     has_effects = bool(effects)
     if cap.rng_used and "const" in tr.capture_kinds:
         raise Uncapturable("random numbers were drawn outside primitives (dg.rand/randn...); "
@@ -710,7 +722,7 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
         if cap.capture_kinds[j] == "const":
             vid = fwd.captures[j]
             cap.capture_refs.append(None)
-            fwd.constants[vid] = np.array(t._data)
+            fwd.constants[vid] = tr.pending_data.get(j, t._data)
         else:
             cap.capture_refs.append(weakref.ref(t))
     # constants replace their capture slot
