@@ -29,8 +29,12 @@ def float_dtype(dtype=None):
     return _dt.default_float_np() if dtype is None else _dt.to_numpy_dtype(dtype)
 
 
-def check_input(module, x, op_desc: str = "") -> None:
-    """Loud error for non-tensors and integer inputs to layers that need floats."""
+def check_input(x) -> None:
+    """Loud error for non-tensors and integer inputs to layers that need floats.
+
+    Raised inside ``forward``, the message gets the layer and its path prefixed by
+    ``Module.__call__``.
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"expected a dyngraph Tensor as input, got {type(x).__name__}")
     if x._data.dtype.kind != "f":

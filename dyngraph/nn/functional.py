@@ -12,19 +12,15 @@ composition of primitives, so gradients of every order come for free.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from .. import dtypes as _dt
 from ..ops import elementwise as E  # noqa: N812
 from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
 from ..ops.nn import (
     embedding,
-    embedding_p,
     linear,
     log_softmax,
-    nll_loss_nd,
     softmax,
 )
 from ..ops.reduction import mean as _mean
@@ -32,6 +28,7 @@ from ..ops.reduction import sum as _sum
 from ..ops.shape import pad, reshape  # noqa: F401  (pad re-exported)
 from ..random import rng_of
 from ..tensor import Tensor
+from ._functional_common import as_tensor, const, require_float
 
 __all__ = [
     # linear / sparse
@@ -59,23 +56,9 @@ __all__ = [
 ]
 
 
-def _t(x, op):
-    if isinstance(x, Tensor):
-        return x
-    from ..ops._util import as_tensor_arg  # noqa: PLC0415
-
-    return as_tensor_arg(x, op)
-
-
-def _require_float(x: Tensor, op: str) -> None:
-    if x._data.dtype.kind != "f":
-        raise RuntimeError(
-            f"{op}: expected a floating-point input, got {x.dtype} (shape {list(x.shape)}); "
-            "convert it with .float()")
-
-
-def _const(arr) -> Tensor:
-    return Tensor._make(np.asarray(arr), False, None, 0)
+_t = as_tensor
+_const = const
+_require_float = require_float
 
 
 # ---------------------------------------------------------------------------
@@ -662,361 +645,28 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     return _pnorm(d, p, -1, keepdim=keepdim)
 
 
-# ---------------------------------------------------------------------------
-# losses
-# ---------------------------------------------------------------------------
-
-_REDUCTIONS = ("none", "mean", "sum")
 
 
-def _legacy_reduction(size_average, reduce, reduction):
-    if size_average is None and reduce is None:
-        return reduction
-    warnings.warn("size_average and reduce args will be deprecated, please use "
-                  "reduction='mean' (or 'sum'/'none') instead.", stacklevel=3)
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
-
-
-def _reduce(loss, reduction, op):
-    if reduction == "mean":
-        return _mean(loss)
-    if reduction == "sum":
-        return _sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
-                     "(use 'none', 'mean' or 'sum')")
-
-
-def _check_pair(input, target, op):  # noqa: A002
-    _require_float(input, op)
-    if input._data.shape != target._data.shape:
-        warnings.warn(
-            f"{op}: Using a target size ({list(target.shape)}) that is different to the input "
-            f"size ({list(input.shape)}). This will likely lead to incorrect results due to "
-            "broadcasting. Please ensure they have the same size.", stacklevel=3)
-
-
-def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
-             weight=None):
-    """Mean squared error ``(input - target)^2``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "mse_loss"), _t(target, "mse_loss")
-    _check_pair(input, target, "mse_loss")
-    d = input - target
-    loss = d * d
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "mse_loss")
-
-
-def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
-            weight=None):
-    """Mean absolute error ``|input - target|``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "l1_loss"), _t(target, "l1_loss")
-    _check_pair(input, target, "l1_loss")
-    loss = E.abs(input - target)
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "l1_loss")
-
-
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
-                   beta: float = 1.0):
-    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "smooth_l1_loss"), _t(target, "smooth_l1_loss")
-    _check_pair(input, target, "smooth_l1_loss")
-    if beta < 0:
-        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    d = input - target
-    ad = E.abs(d)
-    if beta == 0.0:
-        loss = ad
-    else:
-        loss = E.where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta)
-    return _reduce(loss, reduction, "smooth_l1_loss")
-
-
-def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):  # noqa: A002
-    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
-    input, target = _t(input, "huber_loss"), _t(target, "huber_loss")
-    _check_pair(input, target, "huber_loss")
-    if delta <= 0:
-        raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    d = input - target
-    ad = E.abs(d)
-    loss = E.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "huber_loss")
-
-
-def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
-             reduce=None, reduction: str = "mean"):
-    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.
-
-    ``input`` is ``(N, C)``, ``(N, C, d1, ...)`` or ``(C,)``; ``target`` holds class indices.
-    """
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "nll_loss"), _t(target, "nll_loss")
-    _require_float(input, "nll_loss")
-    return nll_loss_nd(input, target, weight, reduction, ignore_index, "nll_loss")
-
-
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
-                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
-    """Cross entropy between logits ``input`` (class dimension 1) and ``target``.
-
-    ``target`` is either class indices (integer, shape ``(N, d1, ...)``) or class
-    probabilities (float, same shape as ``input``).  Computed as
-    ``nll_loss(log_softmax(input, 1))``, both fused and numerically stable.
-
-    >>> F.cross_entropy(dg.zeros(2, 3), dg.tensor([0, 2]))
-    tensor(1.0986)
-    """
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "cross_entropy"), _t(target, "cross_entropy")
-    _require_float(input, "cross_entropy")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: "
-                         f"{label_smoothing}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: {reduction!r} is not a valid value for reduction")
-    nd = input._data.ndim
-    cdim = 0 if nd == 1 else 1
-    c = input._data.shape[cdim]
-    # Two fused primitives, log_softmax and nll_loss.  (A single cross_entropy primitive
-    # was measured no faster: docs/nn.md.)
-    logp = log_softmax(input, cdim)
-    if target._data.dtype.kind == "f":
-        return _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c,
-                                    cdim)
-    nll = nll_loss_nd(logp, target, weight, reduction, ignore_index, "cross_entropy")
-    if label_smoothing == 0.0:
-        return nll
-    wshape = [1] * nd
-    wshape[cdim] = c
-    if weight is not None:
-        smooth = -_sum(logp * reshape(weight, *wshape), cdim)
-    else:
-        smooth = -_sum(logp, cdim)
-    t = target._data
-    ignored = t == ignore_index
-    if ignored.any():
-        smooth = smooth * _const((~ignored).astype(input._data.dtype))
-    if reduction == "mean":
-        if weight is not None:
-            wt = weight._data[np.where(ignored, 0, t)][~ignored]
-            denom = wt.sum()
-        else:
-            denom = (~ignored).sum()
-        smooth = _sum(smooth) / float(denom)
-    elif reduction == "sum":
-        smooth = _sum(smooth)
-    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
-
-
-def _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c, cdim):  # noqa: A002
-    if target._data.shape != input._data.shape:
-        raise RuntimeError(
-            f"cross_entropy: class-probability targets must have the same shape as the input "
-            f"{list(input.shape)}, got {list(target.shape)}")
-    if label_smoothing > 0:
-        target = target * (1.0 - label_smoothing) + label_smoothing / c
-    prod = logp * target
-    if weight is not None:
-        wshape = [1] * input._data.ndim
-        wshape[cdim] = c
-        prod = prod * reshape(weight, *wshape)
-    loss = -_sum(prod, cdim)
-    if reduction == "mean":
-        n = input._data.size // c if c else 0
-        return _sum(loss) / float(n) if n else _sum(loss) * float("nan")
-    if reduction == "sum":
-        return _sum(loss)
-    return loss
-
-
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
-                         reduction: str = "mean"):
-    """``-(t log(x) + (1 - t) log(1 - x))`` for probabilities ``x`` (logs clamped at -100)."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "binary_cross_entropy"), _t(target, "binary_cross_entropy")
-    _require_float(input, "binary_cross_entropy")
-    if input._data.shape != target._data.shape:
-        raise ValueError(
-            f"binary_cross_entropy: Using a target size ({list(target.shape)}) that is "
-            f"different to the input size ({list(input.shape)}) is deprecated. Please ensure "
-            "they have the same size.")
-    x = input._data
-    if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1):
-        raise RuntimeError(
-            "binary_cross_entropy: all elements of input should be between 0 and 1 (they are "
-            "probabilities); for logits use binary_cross_entropy_with_logits / BCEWithLogitsLoss")
-    loss = -(target * E.clamp(E.log(input), min=-100.0)
-             + (1.0 - target) * E.clamp(E.log(1.0 - input), min=-100.0))
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy")
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
-                                     reduce=None, reduction: str = "mean", pos_weight=None):
-    """Sigmoid + binary cross entropy in one stable expression (log-sum-exp form)."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input = _t(input, "binary_cross_entropy_with_logits")
-    target = _t(target, "binary_cross_entropy_with_logits")
-    _require_float(input, "binary_cross_entropy_with_logits")
-    if input._data.shape != target._data.shape:
-        raise ValueError(
-            f"binary_cross_entropy_with_logits: Target size ({list(target.shape)}) must be the "
-            f"same as input size ({list(input.shape)})")
-    # softplus(-x) = log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0), exact and stable
-    sp = E.log1p(E.exp(-E.abs(input))) + E.relu(-input)
-    if pos_weight is not None:
-        log_weight = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input + log_weight * sp
-    else:
-        loss = (1.0 - target) * input + sp
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
-
-
-def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
-           log_target: bool = False):
-    """Kullback-Leibler divergence ``target * (log(target) - input)``; ``input`` is log-probabilities."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _t(input, "kl_div"), _t(target, "kl_div")
-    if reduction == "mean":
-        warnings.warn(
-            "reduction: 'mean' divides the total loss by both the batch size and the support "
-            "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
-            "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
-            "major release.", stacklevel=2)
-    if log_target:
-        loss = E.exp(target) * (target - input)
-    else:
-        loss = E.xlogy(target, target) - target * input
-    if reduction == "batchmean":
-        if input._data.ndim == 0:
-            return _sum(loss)
-        return _sum(loss) / float(input._data.shape[0])
-    return _reduce(loss, reduction, "kl_div")
-
-
-def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None,
-                          reduce=None, reduction: str = "mean"):
-    """``1 - cos(x1, x2)`` for ``target == 1``; ``max(0, cos(x1, x2) - margin)`` for ``-1``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    eps = 1e-12
-    dim = input1._data.ndim - 1
-    prod = _sum(input1 * input2, dim)
-    mag = E.sqrt((_sum(input1 * input1, dim) + eps) * (_sum(input2 * input2, dim) + eps))
-    cos = prod / mag
-    zeros = cos * 0.0
-    pos = E.where(target == 1, 1.0 - cos, zeros)
-    neg = E.where(target == -1, E.clamp(cos - margin, min=0.0), zeros)
-    return _reduce(pos + neg, reduction, "cosine_embedding_loss")
-
-
-def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None,
-                        reduce=None, reduction: str = "mean"):
-    """``max(0, -target * (x1 - x2) + margin)``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    loss = E.clamp(-target * (input1 - input2) + margin, min=0.0)
-    return _reduce(loss, reduction, "margin_ranking_loss")
-
-
-def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):  # noqa: A002
-    """``log(1 + exp(-target * input))``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    z = -target * input
-    loss = E.log1p(E.exp(-E.abs(z))) + E.relu(z)
-    return _reduce(loss, reduction, "soft_margin_loss")
-
-
-def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,  # noqa: A002
-                         reduction: str = "mean"):
-    """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    zeros = input * 0.0
-    margin_clamp = E.clamp(margin - input, min=0.0)
-    loss = E.where(target == 1, input, zeros) + E.where(target == -1, margin_clamp, zeros)
-    return _reduce(loss, reduction, "hinge_embedding_loss")
-
-
-def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,  # noqa: A002
-                     size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean"):
-    """Poisson negative log-likelihood (optionally with Stirling's term)."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    if log_input:
-        loss = E.exp(input) - target * input
-    else:
-        loss = input - target * E.log(input + eps)
-    if full:
-        t = target
-        stirling = t * E.log(t) - t + E.log(t * (2 * math.pi)) * 0.5
-        loss = loss + E.where(t > 1, stirling, t * 0.0)
-    return _reduce(loss, reduction, "poisson_nll_loss")
-
-
-def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,  # noqa: A002
-                      reduction: str = "mean"):
-    """``0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps))`` (+ const if ``full``)."""
-    if var._data.shape != input._data.shape:
-        if input._data.shape[:-1] == var._data.shape:
-            var = reshape(var, *var.shape, 1)
-        elif not (input._data.shape[:-1] == var._data.shape[:-1] and var._data.shape[-1:] == (1,)):
-            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {list(var.shape)} for "
-                             f"input of shape {list(input.shape)}")
-    if np.any(var._data < 0):
-        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
-    v = E.clamp(var.detach(), min=eps)
-    v = var + (v - var).detach()  # clamp without blocking the gradient, as PyTorch does
-    d = input - target
-    loss = (E.log(v) + d * d / v) * 0.5
-    if full:
-        loss = loss + 0.5 * math.log(2 * math.pi)
-    return _reduce(loss, reduction, "gaussian_nll_loss")
-
-
-def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2,
-                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
-                        reduction: str = "mean"):
-    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``pairwise_distance``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    dp = pairwise_distance(anchor, positive, p, eps)
-    dn = pairwise_distance(anchor, negative, p, eps)
-    if swap:
-        ds = pairwise_distance(positive, negative, p, eps)
-        dn = E.minimum(dn, ds)
-    loss = E.clamp(dp - dn + margin, min=0.0)
-    return _reduce(loss, reduction, "triplet_margin_loss")
-
-
-def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
-                                reduction: str = "mean"):
-    """Mean over classes of the binary cross entropy of ``sigmoid(input)`` and ``target``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
-    if weight is not None:
-        loss = loss * weight
-    loss = _mean(loss, input._data.ndim - 1)
-    return _reduce(loss, reduction, "multilabel_soft_margin_loss")
-
-
-# ---------------------------------------------------------------------------
-# shape helpers owned elsewhere
-# ---------------------------------------------------------------------------
-
-_ = (_dt, embedding_p)
+from ._functional_loss import (  # noqa: E402
+    _legacy_reduction,  # noqa: F401  (used by nn.loss)
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
+    cross_entropy,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    margin_ranking_loss,
+    mse_loss,
+    multilabel_soft_margin_loss,
+    nll_loss,
+    poisson_nll_loss,
+    smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+)
 
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
 try:

@@ -47,7 +47,7 @@ class LayerNorm(Module):
                 zeros_(self.bias)
 
     def forward(self, input):  # noqa: A002
-        check_input(self, input)
+        check_input(input)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -77,7 +77,7 @@ class RMSNorm(Module):
             ones_(self.weight)
 
     def forward(self, input):  # noqa: A002
-        check_input(self, input)
+        check_input(input)
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
@@ -115,7 +115,7 @@ class GroupNorm(Module):
                 zeros_(self.bias)
 
     def forward(self, input):  # noqa: A002
-        check_input(self, input)
+        check_input(input)
         if input.dim() < 2 or input.shape[1] != self.num_channels:
             raise RuntimeError(
                 f"expected input of shape (N, {self.num_channels}, *), got {list(input.shape)}")
@@ -197,7 +197,7 @@ class _NormBase(Module):
 
 class _BatchNorm(_NormBase):
     def forward(self, input):  # noqa: A002
-        check_input(self, input)
+        check_input(input)
         self._check_input_dim(input)
         if input.shape[1] != self.num_features:
             raise ValueError(
@@ -243,7 +243,7 @@ class _InstanceNorm(_NormBase):
                          bias=bias)
 
     def forward(self, input):  # noqa: A002
-        check_input(self, input)
+        check_input(input)
         self._check_input_dim(input)
         unbatched = input.dim() == self._dims[0]
         x = input.reshape(1, *input.shape) if unbatched else input
