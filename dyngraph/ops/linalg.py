@@ -8,6 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import reduction as _red
@@ -657,8 +658,9 @@ def det_p(x):
 
 
 def _det_vjp(g, out, x):
-    od = _np(out)
-    if np.all(od != 0):
+    # the adjugate formula needs an invertible matrix; outside graph capture a singular
+    # one takes the SVD route below (a captured graph keeps the formula: loud at replay)
+    if STATE.interpreter is not None or np.all(_np(out) != 0):
         return _unsq2(g * out) * inv_p(x).mT
     if isinstance(x, Tensor):
         raise NotImplementedError(

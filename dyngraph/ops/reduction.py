@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import return_types as _rt
+from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import shape as _shape
@@ -187,29 +188,42 @@ def _nonempty_dims(x, dim, op):
             raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
 
 
+def _np_dtype(x):
+    return x._data.dtype if isinstance(x, Tensor) else x.dtype
+
+
 def _even_weights(x, val, dim):
-    """Weights that split a gradient evenly among the entries equal to ``val``."""
-    vk = val if dim is None else val.reshape(_keep_shape(x.shape, dim))
-    mask = (x == vk) | (np.isnan(x) & np.isnan(vk))
-    cnt = mask.sum(axis=dim, keepdims=True)
-    return (mask / np.maximum(cnt, 1)).astype(x.dtype, copy=False)
+    """Weights that split a gradient evenly among the entries equal to ``val``.
+
+    Built from (non-differentiable) primitives rather than NumPy on the data, so
+    graph capture records the tie rule instead of baking one call's ties in.
+    """
+    vk = val if dim is None else _shape.reshape_p(val, shape=_keep_shape(tuple(x.shape), dim))
+    mask = x == vk
+    dt = _np_dtype(x)
+    if dt.kind == "f":  # a NaN result came from the NaN entries
+        mask = mask | (_ew.isnan_p(x) & _ew.isnan_p(vk))
+    m = _ew.cast_p(mask, dtype=dt)
+    return m / sum_p(m, dim=dim, keepdim=True)
 
 
 def _even_rule(g, out, x, dim=None, keepdim=False):
-    w = _even_weights(_np(x), _np(out), dim)
-    return _keep(g, x.shape, dim, keepdim) * w
+    return _keep(g, x.shape, dim, keepdim) * _even_weights(x, out, dim)
 
 
 def _select_rule(g, out, x, dim=0, keepdim=False):
     """Gradient of a (values, indices) reduction: all of it to the selected index."""
-    gv = g[0]
-    idx = _np(out[1])
     shape = tuple(x.shape)
-    if not keepdim:
-        idx = np.expand_dims(idx, dim)
+    idx = _keep(out[1], shape, (dim,), keepdim)
     ar = np.arange(shape[dim]).reshape((-1,) + (1,) * (len(shape) - dim - 1))
-    mask = (ar == idx).astype(x.dtype)
-    return _keep(gv, shape, (dim,), keepdim) * mask
+    mask = _ew.cast_p(idx == ar, dtype=_np_dtype(x))
+    return _keep(g[0], shape, (dim,), keepdim) * mask
+
+
+def _data_branch_ok() -> bool:
+    """Rules may pick a fast path by looking at the data only outside graph capture
+    (a captured graph must stay correct for the data of later calls)."""
+    return STATE.interpreter is None
 
 
 # ===========================================================================
@@ -224,11 +238,11 @@ def prod_p(x, dim=None, keepdim=False, dtype=None):
 
 
 def _prod_vjp(g, out, x, dim=None, keepdim=False, dtype=None):
-    xd = _np(x)
-    gk = _keep(g, xd.shape, dim, keepdim)
-    if xd.all():
+    shape = tuple(x.shape)
+    gk = _keep(g, shape, dim, keepdim)
+    if _data_branch_ok() and _np(x).all():
         # no zeros: prod / x is exact in a neighbourhood (so also for higher orders)
-        return gk * (_keep(out, xd.shape, dim, keepdim) / x)
+        return gk * (_keep(out, shape, dim, keepdim) / x)
     return gk * _prod_except(x, dim)
 
 
@@ -332,7 +346,7 @@ def cumprod_p(x, dim=0, reverse=False):
 
 
 def _cumprod_vjp(g, out, x, dim=0, reverse=False):
-    if _np(x).all():
+    if _data_branch_ok() and _np(x).all():
         # no zeros: the classic formula is exact near x (and cheap)
         return cumsum_p(g * out, dim=dim, reverse=not reverse) / x
     # d y_i / d x_k = (product before k) * (product of x_{k+1..i}): a linear recurrence
@@ -621,14 +635,9 @@ def std_p(x, dim=None, correction=1.0, keepdim=False):
 
 
 def _std_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
-    od = _np(out)
-    zero = od == 0
-    if zero.any():
-        # PyTorch's convention: no gradient where the deviation is exactly 0
-        safe = _ew.where_p(zero, 1.0, out)
-        gv = g / (2.0 * safe) * (~zero).astype(od.dtype)
-    else:
-        gv = g / (2.0 * out)
+    # PyTorch's convention: no gradient where the deviation is exactly 0
+    zero = out == 0
+    gv = _ew.where_p(zero, 0.0, g / (2.0 * _ew.where_p(zero, 1.0, out)))
     return _var_vjp(gv, None, x, dim, correction, keepdim)
 
 
@@ -756,30 +765,26 @@ def _vector_norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
     gk = _keep(g, shape, dim, keepdim)
     nk = _keep(out, shape, dim, keepdim)
     if ord == 0.0:
-        return gk * (_np(x) * 0)
+        return gk * (x * 0.0)
     if ord == 1.0:
         return gk * _ew.sign_p(x)
     if ord in (float("inf"), float("-inf")):
-        xd = _np(x)
-        w = _even_weights(np.abs(xd), _np(out), dim)
-        return gk * (_ew.sign_p(x) * w)
-    nkd = _np(nk)
-    zero = nkd == 0
-    safe_n = _ew.where_p(zero, 1.0, nk) if zero.any() else nk
-    nz = (~zero).astype(nkd.dtype)
+        return gk * (_ew.sign_p(x) * _even_weights(_ew.abs_p(x), out, dim))
+    # a zero norm gets the zero subgradient (PyTorch's convention); safe_n avoids 0/0
+    zero = nk == 0
+    safe_n = _ew.where_p(zero, 1.0, nk)
     if ord == 2.0:
-        return x * (gk / safe_n * nz)
-    xd = _np(x)
+        return x * _ew.where_p(zero, 0.0, gk / safe_n)
     if ord < 1.0:
-        xz = xd == 0
-        ax = _ew.where_p(xz, 1.0, _ew.abs_p(x)) if xz.any() else _ew.abs_p(x)
-        scaled = _ew.sign_p(x) * ax ** (ord - 1.0) * (~xz).astype(xd.dtype)
-        return scaled * (gk * safe_n ** (1.0 - ord) * nz)
+        xz = x == 0
+        ax = _ew.where_p(xz, 1.0, _ew.abs_p(x))
+        scaled = _ew.where_p(xz, 0.0, _ew.sign_p(x) * ax ** (ord - 1.0))
+        return scaled * _ew.where_p(zero, 0.0, gk * safe_n ** (1.0 - ord))
     if ord < 2.0:
         scaled = _ew.sign_p(x) * _ew.abs_p(x) ** (ord - 1.0)
     else:
         scaled = x * _ew.abs_p(x) ** (ord - 2.0)
-    return scaled * (gk / safe_n ** (ord - 1.0) * nz)
+    return scaled * _ew.where_p(zero, 0.0, gk / safe_n ** (ord - 1.0))
 
 
 vector_norm_p.defvjp(_vector_norm_vjp)
