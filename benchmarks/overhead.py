@@ -24,15 +24,27 @@ import numpy as np  # noqa: E402
 DEPTH, N = 25, 8
 
 
-def _median_us(fn, repeat: int, inner: int) -> float:
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t0) / inner * 1e6)
-    return statistics.median(samples)
+def interleaved(workloads: dict, rounds: int, inner: int) -> dict:
+    """Median time (us) of each workload, measured round-robin.
+
+    The machines are shared and noisy: running the contenders in alternation
+    exposes them to the same load, so the per-round ratios are stable even
+    when absolute times are not.
+    """
+    for fn in workloads.values():
+        fn()
+    samples = {k: [] for k in workloads}
+    for _ in range(rounds):
+        for k, fn in workloads.items():
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[k].append((time.perf_counter() - t0) / inner * 1e6)
+    return samples
+
+
+def median_ratio(samples: dict, a: str, b: str) -> float:
+    return statistics.median(x / y for x, y in zip(samples[a], samples[b]))
 
 
 def chain_numpy(x0, W):
@@ -53,7 +65,7 @@ def chain_numpy(x0, W):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=60, help="rounds (medians are over rounds)")
     args = ap.parse_args()
 
     import torch
@@ -99,20 +111,16 @@ def main() -> None:
     ad, bd = dg.randn(N, N, requires_grad=True), dg.randn(N, N, requires_grad=True)
     at, bt = torch.randn(N, N, requires_grad=True), torch.randn(N, N, requires_grad=True)
 
-    res = {
-        "chain dyngraph": _median_us(chain_dg, args.repeat, 10),
-        "chain torch": _median_us(chain_torch, args.repeat, 10),
-        "chain numpy": _median_us(chain_np, args.repeat, 10),
-        "add dyngraph": _median_us(lambda: ad + bd, args.repeat, 1000),
-        "add torch": _median_us(lambda: at + bt, args.repeat, 1000),
-    }
-    for k, v in res.items():
-        print(f"{k:18s} {v:9.2f} us")
-    print(f"chain: dyngraph/torch = {res['chain dyngraph'] / res['chain torch']:.2f}x  "
-          f"(goal <= 0.60)")
-    print(f"chain: dyngraph/numpy = {res['chain dyngraph'] / res['chain numpy']:.2f}x  "
-          f"(goal <= 2.00)")
-    print(f"add:   dyngraph/torch = {res['add dyngraph'] / res['add torch']:.2f}x  (goal <= 1.00)")
+    chain = interleaved({"dyngraph": chain_dg, "torch": chain_torch, "numpy": chain_np},
+                        args.repeat, 10)
+    add = interleaved({"dyngraph": lambda: ad + bd, "torch": lambda: at + bt}, args.repeat, 1000)
+    print(f"{'workload':26s} {'median us':>10s}")
+    for name, samp in (("chain", chain), ("add", add)):
+        for k, v in samp.items():
+            print(f"{name + ' ' + k:26s} {statistics.median(v):10.2f}")
+    print(f"chain: dyngraph/torch = {median_ratio(chain, 'dyngraph', 'torch'):.2f}x  (goal <= 0.60)")
+    print(f"chain: dyngraph/numpy = {median_ratio(chain, 'dyngraph', 'numpy'):.2f}x  (goal <= 2.00)")
+    print(f"add:   dyngraph/torch = {median_ratio(add, 'dyngraph', 'torch'):.2f}x  (goal <= 1.00)")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,10 @@ static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
-    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta;
+    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules;
+static PyTypeObject *PrimitiveType = NULL;
 
-static PyObject *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
+static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
     *s_out_vc, *s_same, *s_float, *s_f;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
@@ -75,12 +76,14 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     for (int i = 0; i < 9; i++)
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
-                        "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta"};
+                        "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
+                        "vjp_rules"};
     Py_ssize_t *po[] = {&p_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
                         &p_is_view, &p_differentiable, &p_nondiff, &p_save_inputs,
-                        &p_save_output, &p_meta};
-    for (int i = 0; i < 11; i++)
+                        &p_save_output, &p_meta, &p_vjp_rules};
+    for (int i = 0; i < 12; i++)
         if (slot_offset(prim, pn[i], po[i]) < 0) return NULL;
+    Py_XSETREF(PrimitiveType, (PyTypeObject *)Py_NewRef(prim));
     Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
     Py_XSETREF(NodeType, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(ArrayType, (PyTypeObject *)Py_NewRef(array));
@@ -434,7 +437,258 @@ fail_node:
 #undef SLOW
 }
 
+
+/*
+ * backward_loop: the engine's plain-backward loop (dyngraph/autograd/engine.py).
+ * Runs nodes whose gradients have all arrived; simple nodes (a Primitive with
+ * rules, one output, no hooks) are handled here, everything else -- leaves,
+ * custom Functions, hooked nodes, multi-output nodes, errors -- by the Python
+ * callbacks, which share the same ready list, buffers and dependency counts.
+ */
+static PyObject *backward_loop(PyObject *self, PyObject *args) {
+    PyObject *ready, *buffers, *deps, *leaf_cb, *general_cb, *saved_err_cb, *fit_cb, *add_cb, *freed;
+    int retain;
+    if (!PyArg_ParseTuple(args, "O!O!O!pOOOOOO", &PyList_Type, &ready, &PyDict_Type, &buffers,
+                          &PyDict_Type, &deps, &retain, &leaf_cb, &general_cb, &saved_err_cb,
+                          &fit_cb, &add_cb, &freed))
+        return NULL;
+    while (PyList_GET_SIZE(ready) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(ready) - 1;
+        PyObject *v = Py_NewRef(PyList_GET_ITEM(ready, last));
+        if (PyList_SetSlice(ready, last, last + 1, NULL) < 0) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        PyObject *g = PyDict_GetItemWithError(buffers, v);
+        if (g == NULL && PyErr_Occurred()) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        if (g != NULL) {
+            Py_INCREF(g);
+            if (PyDict_DelItem(buffers, v) < 0) goto fail_v;
+        }
+        PyObject *gg = g ? g : Py_None;
+        int fast = PyObject_TypeCheck(v, NodeType) && g != NULL;
+        PyObject *prim = NULL, *rules = NULL;
+        if (fast) {
+            prim = SLOT(v, n_prim);
+            fast = Py_TYPE(prim) == PrimitiveType && SLOT(v, n_n_out) == ONE;
+        }
+        if (fast) {
+            rules = SLOT(prim, p_vjp_rules);
+            PyObject *sv = SLOT(v, n_saved);
+            fast = PyTuple_Check(rules) && sv != freed &&
+                   (sv == Py_None || (PyTuple_Check(sv) && PyList_Check(SLOT(v, n_saved_versions)) &&
+                                      PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv))) &&
+                   (PyList_Check(SLOT(v, n_edges)) || PyTuple_Check(SLOT(v, n_edges)));
+        }
+        if (fast) {
+            PyObject *sp = PyObject_GetAttr(v, s_special);
+            if (sp == NULL) goto fail_g;
+            fast = sp == Py_False;
+            Py_DECREF(sp);
+        }
+        if (!fast) {
+            PyObject *cb = PyObject_TypeCheck(v, NodeType) ? general_cb : leaf_cb;
+            PyObject *r = PyObject_CallFunctionObjArgs(cb, v, gg, NULL);
+            if (r == NULL) goto fail_g;
+            Py_DECREF(r);
+            Py_XDECREF(g);
+            Py_DECREF(v);
+            continue;
+        }
+        /* ---- fast node ---- */
+        PyObject *node = v;
+        PyObject *saved = SLOT(node, n_saved);
+        PyObject *inputs;            /* borrowed sequence of rule inputs */
+        PyObject *nones = NULL;
+        PyObject *edges = SLOT(node, n_edges);
+        Py_ssize_t ne = PySequence_Fast_GET_SIZE(edges);
+        if (saved != Py_None) {
+            PyObject *versions = SLOT(node, n_saved_versions);
+            Py_ssize_t ns = PyTuple_GET_SIZE(saved);
+            for (Py_ssize_t i = 0; i < ns; i++) {
+                PyObject *ver = PyList_GET_ITEM(versions, i);
+                if (ver == Py_None) continue;
+                PyObject *a = PyTuple_GET_ITEM(saved, i);
+                if (!PyObject_TypeCheck(a, TensorType)) continue;
+                PyObject *vc = SLOT(a, t_vc);
+                if (vc == Py_None || !PyList_Check(vc)) continue;
+                PyObject *cur = PyList_GET_ITEM(vc, 0);
+                int eq = PyObject_RichCompareBool(cur, ver, Py_EQ);
+                if (eq < 0) goto fail_g;
+                if (!eq) {
+                    PyObject *idx = PyLong_FromSsize_t(i);
+                    PyObject *r = PyObject_CallFunctionObjArgs(saved_err_cb, node, idx, a, ver, cur, NULL);
+                    Py_XDECREF(idx);
+                    Py_XDECREF(r);
+                    goto fail_g; /* the callback raises */
+                }
+            }
+            inputs = SLOT(node, n_saved_data);
+        } else if (SLOT(node, n_in_meta) != Py_None) {
+            inputs = SLOT(node, n_in_meta);
+        } else {
+            nones = PyList_New(ne);
+            if (nones == NULL) goto fail_g;
+            for (Py_ssize_t i = 0; i < ne; i++) PyList_SET_ITEM(nones, i, Py_NewRef(Py_None));
+            inputs = nones;
+        }
+        PyObject *out = SLOT(node, n_out);
+        if (out != Py_None) {
+            PyObject *ovc = PyObject_GetAttr(node, s_out_vc);
+            if (ovc == NULL) goto fail_nones;
+            int bad = ovc != Py_None && PyList_GET_ITEM(ovc, 0) != ZERO;
+            if (bad) {
+                PyObject *cur = Py_NewRef(PyList_GET_ITEM(ovc, 0));
+                Py_DECREF(ovc);
+                PyObject *r = PyObject_CallFunctionObjArgs(saved_err_cb, node, Py_None, out, ZERO, cur, NULL);
+                Py_DECREF(cur);
+                Py_XDECREF(r);
+                goto fail_nones;
+            }
+            Py_DECREF(ovc);
+        }
+        PyObject *meta = SLOT(prim, p_broadcasts) == Py_True ? SLOT(node, n_in_meta) : Py_None;
+        PyObject *params = SLOT(node, n_params);
+        int has_params = PyDict_Check(params) && PyDict_GET_SIZE(params) > 0;
+        Py_ssize_t ni = PySequence_Size(inputs);
+        Py_ssize_t nrules = PyTuple_GET_SIZE(rules);
+        PyObject *callargs = PyTuple_New(2 + ni);
+        if (callargs == NULL) goto fail_nones;
+        PyTuple_SET_ITEM(callargs, 0, Py_NewRef(g));
+        PyTuple_SET_ITEM(callargs, 1, Py_NewRef(out));
+        for (Py_ssize_t k = 0; k < ni; k++) {
+            PyObject *item = PySequence_GetItem(inputs, k);
+            if (item == NULL) {
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+            PyTuple_SET_ITEM(callargs, 2 + k, item);
+        }
+        for (Py_ssize_t i = 0; i < ne; i++) {
+            PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
+            if (e == Py_None) continue;
+            PyObject *child = PyTuple_GET_ITEM(e, 0);
+            PyObject *rule = i < nrules ? PyTuple_GET_ITEM(rules, i) : Py_None;
+            if (rule == Py_None) {
+                PyObject *name = PyObject_GetAttrString(prim, "name");
+                PyErr_Format(PyExc_NotImplementedError,
+                             "the derivative of '%S' with respect to argument %zd is not implemented",
+                             name ? name : Py_None, i);
+                Py_XDECREF(name);
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+            PyObject *gi = PyObject_Call(rule, callargs, has_params ? params : NULL);
+            if (gi == NULL) {
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+            if (gi != Py_None) {
+                PyObject *m = meta != Py_None ? PySequence_GetItem(meta, i) : Py_NewRef(Py_None);
+                if (m == NULL) {
+                    Py_DECREF(gi);
+                    Py_DECREF(callargs);
+                    goto fail_nones;
+                }
+                if (Py_TYPE(gi) != ArrayType || m != Py_None) {
+                    PyObject *f = PyObject_CallFunctionObjArgs(fit_cb, gi, m, NULL);
+                    Py_DECREF(gi);
+                    gi = f;
+                }
+                Py_DECREF(m);
+                if (gi == NULL) {
+                    Py_DECREF(callargs);
+                    goto fail_nones;
+                }
+                if (PyObject_TypeCheck(child, NodeType) && SLOT(child, n_n_out) != ONE) {
+                    PyObject *r = PyObject_CallFunctionObjArgs(add_cb, buffers, child,
+                                                               PyTuple_GET_ITEM(e, 1), gi, NULL);
+                    Py_DECREF(gi);
+                    if (r == NULL) {
+                        Py_DECREF(callargs);
+                        goto fail_nones;
+                    }
+                    Py_DECREF(r);
+                } else {
+                    PyObject *old = PyDict_GetItemWithError(buffers, child);
+                    if (old == NULL && PyErr_Occurred()) {
+                        Py_DECREF(gi);
+                        Py_DECREF(callargs);
+                        goto fail_nones;
+                    }
+                    if (old != NULL) {
+                        PyObject *sum = PyNumber_Add(old, gi);
+                        Py_DECREF(gi);
+                        if (sum == NULL) {
+                            Py_DECREF(callargs);
+                            goto fail_nones;
+                        }
+                        if (Py_TYPE(sum) != ArrayType) {
+                            PyObject *f = PyObject_CallFunctionObjArgs(fit_cb, sum, Py_None, NULL);
+                            Py_DECREF(sum);
+                            sum = f;
+                            if (sum == NULL) {
+                                Py_DECREF(callargs);
+                                goto fail_nones;
+                            }
+                        }
+                        gi = sum;
+                    }
+                    int r = PyDict_SetItem(buffers, child, gi);
+                    Py_DECREF(gi);
+                    if (r < 0) {
+                        Py_DECREF(callargs);
+                        goto fail_nones;
+                    }
+                }
+            } else {
+                Py_DECREF(gi);
+            }
+            PyObject *cnt = PyDict_GetItemWithError(deps, child);
+            if (cnt == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "engine: missing dependency count");
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+            long left = PyLong_AsLong(cnt) - 1;
+            PyObject *lo = PyLong_FromLong(left);
+            if (lo == NULL || PyDict_SetItem(deps, child, lo) < 0) {
+                Py_XDECREF(lo);
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+            Py_DECREF(lo);
+            if (left == 0 && PyList_Append(ready, child) < 0) {
+                Py_DECREF(callargs);
+                goto fail_nones;
+            }
+        }
+        Py_DECREF(callargs);
+        Py_XDECREF(nones);
+        if (!retain && (saved != Py_None || out != Py_None)) {
+            set_slot(node, n_saved, freed);
+            set_slot(node, n_saved_data, Py_None);
+            set_slot(node, n_out, Py_None);
+        }
+        Py_DECREF(g);
+        Py_DECREF(v);
+        continue;
+    fail_nones:
+        Py_XDECREF(nones);
+    fail_g:
+        Py_XDECREF(g);
+    fail_v:
+        Py_DECREF(v);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"backward_loop", backward_loop, METH_VARARGS, "The engine's plain-backward loop."},
     {"setup", setup, METH_VARARGS, "Bind the accelerator to dyngraph's classes."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(prim, args, params={}): the eager dispatch fast path."},
@@ -456,6 +710,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     INTERN(s_same, "same");
     INTERN(s_float, "float");
     INTERN(s_f, "f");
+    INTERN(s_special, "special");
 #undef INTERN
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
