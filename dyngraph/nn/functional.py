@@ -19,12 +19,15 @@ from ..ops import elementwise as E  # noqa: N812
 from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
 from ..ops.nn import (
     embedding,
+    embedding_backward_p,
+    embedding_p,
     linear,
     log_softmax,
     softmax,
 )
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import sum as _sum
+from ..ops.registry import bind
 from ..ops.shape import pad, reshape  # noqa: F401  (pad re-exported)
 from ..random import rng_of
 from ..tensor import Tensor
@@ -143,36 +146,39 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
                      scale_grad_by_freq=scale_grad_by_freq)
     dt = weight._data.dtype
     if mode == "max":
-        return _bag_max(rows, bag_of, keep, n_bags, dt)
-    # sum / mean as one (n_bags x n) matrix product: cheap and differentiable
-    m = np.zeros((n_bags, len(flat)), dtype=dt)
-    m[bag_of, np.arange(len(flat))] = keep
+        return _bag_max(rows, bag_of, keep, n_bags)
+    # sum / mean: a scatter-add of (scaled) rows into their bags, the embedding's own
+    # backward primitive (differentiable, O(n) memory)
+    scale = keep.astype(dt)
     if mode == "mean":
-        counts = m.sum(axis=1, keepdims=True)
-        m = np.divide(m, counts, out=np.zeros_like(m), where=counts > 0)
-    mt = _const(m)
+        counts = np.bincount(bag_of, weights=scale, minlength=n_bags)
+        scale = scale / np.maximum(counts, 1)[bag_of]
     if per_sample_weights is not None:
         rows = rows * reshape(per_sample_weights, -1, 1)
-    return mt @ rows
+    if mode == "mean" or not keep.all():
+        rows = rows * _const(scale.reshape(-1, 1).astype(dt))
+    return bind(embedding_backward_p, (rows, _const(bag_of.astype(np.int64))),
+                {"num_weights": n_bags})
 
 
-def _bag_max(rows, bag_of, keep, n_bags, dt):
+def _bag_max(rows, bag_of, keep, n_bags):
+    """Per-bag, per-column maximum of ``rows`` (empty bags give 0), differentiably."""
     r = rows._data
-    d = r.shape[1]
-    out = np.zeros((n_bags, d), dtype=dt)
-    arg = np.full((n_bags, d), -1, dtype=np.int64)
-    for i in range(len(bag_of)):  # bags are short; a loop over elements keeps this simple
-        if not keep[i]:
-            continue
-        b = bag_of[i]
-        better = (arg[b] < 0) | (r[i] > out[b])
-        out[b] = np.where(better, r[i], out[b])
-        arg[b] = np.where(better, i, arg[b])
-    # out[b, d] = rows[arg[b, d], d]: a constant selection, written as mask * gathered rows
-    sel = np.zeros((n_bags, len(bag_of), d), dtype=dt)
-    bi, di = np.nonzero(arg >= 0)
-    sel[bi, arg[bi, di], di] = 1
-    return _sum(_const(sel) * reshape(rows, 1, len(bag_of), d), 1)
+    n, d = r.shape
+    masked = np.where(keep[:, None], r, -np.inf)
+    best = np.full((n_bags, d), -np.inf, dtype=r.dtype)
+    np.maximum.at(best, bag_of, masked)
+    # the first row reaching each maximum: its flat index in rows, gathered by `embedding`
+    hit = (masked == best[bag_of]) & keep[:, None]
+    first = np.full((n_bags, d), n, dtype=np.int64)
+    np.minimum.at(first, bag_of, np.where(hit, np.arange(n)[:, None], n))
+    empty = first == n
+    flat_idx = np.where(empty, 0, first) * d + np.arange(d)
+    picked = embedding_p(reshape(rows, n * d, 1), _const(flat_idx))
+    out = reshape(picked, n_bags, d)
+    if empty.any():
+        out = out * _const((~empty).astype(r.dtype))
+    return out
 
 
 # ---------------------------------------------------------------------------
