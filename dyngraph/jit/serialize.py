@@ -94,7 +94,7 @@ def _graph_to_json(g: Graph, tensors: dict, prefix: str) -> dict:
     consts = {}
     for vid, arr in g.constants.items():
         name = f"{prefix}const.{vid}"
-        tensors[name] = np.ascontiguousarray(arr)
+        tensors[name] = np.array(arr, order="C")
         consts[str(vid)] = name
     return {
         "inputs": g.inputs,

@@ -61,7 +61,7 @@ class _Ctx:
         from onnx import numpy_helper  # noqa: PLC0415
 
         name = name or f"c{len(self.inits)}_{self.tmp()}"
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        self.inits.append(numpy_helper.from_array(np.array(arr, order="C"), name))
         return name
 
     def scalar(self, value, node) -> str:
