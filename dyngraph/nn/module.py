@@ -577,8 +577,9 @@ class Module:
         """Set training mode on this module and all submodules (affects Dropout, BatchNorm)."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
-            m.__dict__["training"] = mode
+        self.__dict__["training"] = mode
+        for m in self.children():  # each child's own train() runs (subclasses may override it)
+            m.train(mode)
         return self
 
     def eval(self) -> Module:
