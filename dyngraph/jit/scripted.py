@@ -76,10 +76,27 @@ def trace(fn, example_inputs, *, example_kwargs=None, dynamic=None) -> ScriptedG
 
     >>> g = dg.jit.trace(model, (dg.randn(1, 64),))
     >>> print(g.graph); g.save("model.dgraph")
+
+    ``dynamic=["batch"]`` (or ``{input: [dims]}``) makes those dims symbolic, so the
+    saved graph accepts any batch size.
     """
     if isinstance(example_inputs, Tensor):
         example_inputs = (example_inputs,)
     kwargs = example_kwargs or {}
+    if dynamic:
+        # capture through dg.compile's machinery, which derives the symbolic graph
+        from .compiler import CompiledFunction  # noqa: PLC0415
+
+        cf = CompiledFunction(fn, dynamic=dynamic, warn=False)
+        cf(*example_inputs, **kwargs)
+        v = next(reversed(cf.variants.values()))
+        if v.eager_reason is not None:
+            raise RuntimeError(f"dg.jit.trace({getattr(fn, '__name__', fn)}): cannot capture: "
+                               f"{v.eager_reason}")
+        if not v.guard.dynamic:
+            raise RuntimeError(f"dg.jit.trace({getattr(fn, '__name__', fn)}): the dims {dynamic!r} "
+                               f"cannot be made dynamic ({'; '.join(cf.history) or 'no symbolic fit'})")
+        return ScriptedGraph(fn, v, example_inputs)
     cap = capture(fn, tuple(example_inputs), kwargs)
     if cap.reason is not None:
         raise RuntimeError(f"dg.jit.trace({getattr(fn, '__name__', fn)}): cannot capture: {cap.reason}")
