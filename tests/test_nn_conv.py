@@ -23,6 +23,8 @@ def compare_modules(tmod, dmod, inputs, dtype, call=None, seed=0, grad_tol=None)
     tdt = getattr(torch, dtype)
     tmod = tmod.to(tdt)
     dmod = dmod.to(getattr(dg, dtype))
+    tmod.zero_grad(set_to_none=True)
+    dmod.zero_grad(set_to_none=True)
     copy_weights(tmod, dmod)
     tin = [torch.tensor(a.astype(dtype), requires_grad=True) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
            else (torch.tensor(a) if isinstance(a, np.ndarray) else a) for a in inputs]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -47,6 +49,27 @@ def test_layer_matches_torch(kind, kw, dtype):
     x = _x(2, 5, 3) if kw.get("batch_first") else _x(5, 2, 3)
     states = [_x(n, 2, 4, seed=1)] + ([_x(n, 2, 4, seed=2)] if kind == "LSTM" else [])
     compare_modules(tmod, dmod, [x, *states], dtype, call=_call(kind))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kw", [dict(proj_size=2), dict(proj_size=3, num_layers=2, bidirectional=True,
+                                                         batch_first=True)])
+def test_lstm_with_projections_matches_torch(kw, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # torch: "LSTM with projections is not supported with oneDNN"
+        tmod = torch.nn.LSTM(3, 5, **kw)
+        dmod = dg.nn.LSTM(3, 5, **kw)
+        assert repr(dmod) == repr(tmod)
+        assert list(dmod.state_dict()) == list(tmod.state_dict())
+        n = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
+        x = _x(2, 4, 3)
+        b = 2 if kw.get("batch_first") else 4
+        h0, c0 = _x(n, b, kw["proj_size"], seed=1), _x(n, b, 5, seed=2)
+        compare_modules(tmod, dmod, [x, h0, c0], dtype, call=_call("LSTM"))
+    with pytest.raises(ValueError, match="proj_size has to be smaller"):
+        dg.nn.LSTM(3, 5, proj_size=5)
+    with pytest.raises(TypeError):     # as in PyTorch, GRU has no proj_size argument
+        dg.nn.GRU(3, 5, proj_size=2)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])

@@ -71,11 +71,10 @@ class RNNBase(Module):
             raise ValueError(f"{name}: num_layers must be a positive int, got {num_layers!r}")
         if proj_size < 0:
             raise ValueError(f"{name}: proj_size should be a positive integer or zero to disable projections")
-        if proj_size:
-            if proj_size >= hidden_size:
-                raise ValueError(f"{name}: proj_size has to be smaller than hidden_size")
-            raise NotImplementedError(
-                f"{name}: proj_size > 0 (LSTM with projections) is not supported by dyngraph yet")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -87,19 +86,21 @@ class RNNBase(Module):
         self.proj_size = proj_size
         d = 2 if bidirectional else 1
         gate = _GATES[mode] * hidden_size
+        real = proj_size or hidden_size
         self._flat_weights_names = []
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * d
+            in_size = input_size if layer == 0 else real * d
             for direction in range(d):
                 sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
-                names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
-                setattr(self, names[0], new_param((gate, in_size), device, dtype))
-                setattr(self, names[1], new_param((gate, hidden_size), device, dtype))
+                shapes = {f"weight_ih{sfx}": (gate, in_size), f"weight_hh{sfx}": (gate, real)}
                 if bias:
-                    names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
-                    setattr(self, names[2], new_param((gate,), device, dtype))
-                    setattr(self, names[3], new_param((gate,), device, dtype))
-                self._flat_weights_names.extend(names)
+                    shapes[f"bias_ih{sfx}"] = (gate,)
+                    shapes[f"bias_hh{sfx}"] = (gate,)
+                if proj_size:
+                    shapes[f"weight_hr{sfx}"] = (proj_size, hidden_size)
+                for n, shp in shapes.items():
+                    setattr(self, n, new_param(shp, device, dtype))
+                self._flat_weights_names.extend(shapes)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -113,7 +114,7 @@ class RNNBase(Module):
 
     @property
     def all_weights(self) -> list:
-        per = 4 if self.bias else 2
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         ws = self._flat_weights
         return [ws[i:i + per] for i in range(0, len(ws), per)]
 
@@ -181,7 +182,8 @@ class RNNBase(Module):
         """Check / default one initial state and bring it into the packed sort order."""
         name = type(self).__name__
         d = 2 if self.bidirectional else 1
-        want = (self.num_layers * d, b, self.hidden_size)
+        size = self.proj_size if (what == "hidden" and self.proj_size) else self.hidden_size
+        want = (self.num_layers * d, b, size)
         w = self._parameters[self._flat_weights_names[0]]
         if h is None:
             return _zeros(want, w)
@@ -229,6 +231,7 @@ class RNNBase(Module):
                 sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
                 k = layer * d + direction
                 h0s = [s[k] for s in init_states]
+                self._sfx = sfx
                 res = self._layer(x, h0s, p[f"weight_ih{sfx}"], p[f"weight_hh{sfx}"],
                                   p.get(f"bias_ih{sfx}"), p.get(f"bias_hh{sfx}"), sizes, direction == 1)
                 outs.append(res[0])
@@ -284,7 +287,8 @@ class LSTM(RNNBase):
 
     def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
         b = None if b_ih is None else b_ih + b_hh
-        return lstm_layer(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse)
+        w_hr = self._parameters.get(f"weight_hr{self._sfx}") if self.proj_size else None
+        return lstm_layer(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse, w_hr)
 
     def forward(self, input, hx=None):  # noqa: A002
         data, sizes, b, info = self._prepare(input, hx)

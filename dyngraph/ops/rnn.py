@@ -130,15 +130,16 @@ class _FusedRecurrent(Primitive):
 # LSTM
 # ---------------------------------------------------------------------------
 
-def _lstm_forward(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
-    hsz = h0.shape[1]
+def _lstm_forward(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
+    hsz = c0.shape[1]
     offs = _offsets(batch_sizes)
     dtype = np.result_type(xw.dtype, w_hh.dtype)
     acts = np.empty(xw.shape, dtype)
-    hs = np.empty((xw.shape[0], hsz), dtype)
+    hs = np.empty((xw.shape[0], h0.shape[1]), dtype)
     cs = np.empty((xw.shape[0], hsz), dtype)
     h = np.array(h0, dtype=dtype)
     c = np.array(c0, dtype=dtype)
+    full = None if w_hr is None else np.empty((c0.shape[0], hsz), dtype)
     steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
     for t in steps:
         r = batch_sizes[t]
@@ -150,9 +151,11 @@ def _lstm_forward(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
         cn = cs[sl]
         np.multiply(a[:, hsz:2 * hsz], c[:r], out=cn)
         cn += a[:, :hsz] * a[:, 2 * hsz:3 * hsz]
-        hn = hs[sl]
+        hn = hs[sl] if w_hr is None else full[:r]
         np.tanh(cn, out=hn)
         hn *= a[:, 3 * hsz:]
+        if w_hr is not None:   # LSTM with projections: h = (o * tanh(c)) @ W_hr^T
+            hn = np.matmul(hn, w_hr.T, out=hs[sl])
         h[:r] = hn
         c[:r] = cn
     return hs, h, c, acts, cs
@@ -178,10 +181,10 @@ def _prev_all(states, init, batch_sizes, reverse):
     return prev
 
 
-def _lstm_backward(grads, out, xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
+def _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     ghs, ghn, gcn = grads
     hs, _, _, acts, cs = out
-    hsz = h0.shape[1]
+    hsz = c0.shape[1]
     offs = _offsets(batch_sizes)
     dtype = acts.dtype
     hprev = _prev_all(hs, h0, batch_sizes, reverse)
@@ -196,6 +199,8 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
     np.multiply(i, 1.0 - g * g, out=fac[:, 2])
     fo = tc * (o * (1.0 - o))                                # d(o pre-activation)/dh
     oc = o * (1.0 - tc * tc)                                 # dc/dh through h = o * tanh(c)
+    hfull = None if w_hr is None else o * tc             # unprojected outputs, for dW_hr
+    dhs = None if w_hr is None else np.empty(hs.shape, dtype)
     del tc
     dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
     dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
@@ -208,22 +213,27 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
         if ghs is not None:
             dht += ghs[sl]
         d = dgates[sl]
-        np.multiply(dht, fo[sl], out=d[:, 3 * hsz:])
-        dct = dht * oc[sl]
+        dfull = dht
+        if w_hr is not None:
+            dhs[sl] = dht
+            dfull = dht @ w_hr
+        np.multiply(dfull, fo[sl], out=d[:, 3 * hsz:])
+        dct = dfull * oc[sl]
         dct += dc[:r]
         np.multiply(dct[:, None, :], fac[sl], out=d[:, :3 * hsz].reshape(r, 3, hsz))
         np.multiply(dct, f[sl], out=dc[:r])
         np.matmul(d, w_hh, out=dht)
     dw = dgates.T @ hprev
-    return [dgates, dh, dc, dw]
+    dwr = None if w_hr is None else dhs.T @ hfull
+    return [dgates, dh, dc, dw, dwr]
 
 
-def _lstm_reference(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
+def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     """The same layer as differentiable primitives (used for higher-order gradients)."""
     from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
     from . import elementwise as E  # noqa: N812,PLC0415
 
-    hsz = h0.shape[1]
+    hsz = c0.shape[1]
 
     def cell(x, hw, h, c):
         gates = x + hw
@@ -232,7 +242,8 @@ def _lstm_reference(xw, h0, c0, w_hh, batch_sizes=(), reverse=False):
         g = E.tanh(gates[:, 2 * hsz:3 * hsz])
         o = E.sigmoid(gates[:, 3 * hsz:])
         c2 = f * c + i * g
-        return o * E.tanh(c2), c2
+        h2 = o * E.tanh(c2)
+        return (h2 if w_hr is None else h2 @ w_hr.mT), c2
 
     with enable_grad():
         hs, h, c = _scan(cell, xw, [h0, c0], w_hh, batch_sizes, reverse)
@@ -264,12 +275,13 @@ def _scan(cell, xw, init, w_hh, batch_sizes, reverse, extra=None):
 lstm_layer_p = _FusedRecurrent("lstm_layer", _lstm_forward, _lstm_backward, _lstm_reference, 3)
 
 
-def lstm_layer(xw, h0, c0, w_hh, batch_sizes, reverse=False):
+def lstm_layer(xw, h0, c0, w_hh, batch_sizes, reverse=False, w_hr=None):
     """Run one LSTM direction over packed pre-activations ``xw = x @ W_ih^T + b`` (S, 4H).
 
-    Gate order is PyTorch's (i, f, g, o).  Returns ``(outputs (S, H), h_n, c_n)``.
+    Gate order is PyTorch's (i, f, g, o).  With ``w_hr`` (P, H) the hidden state is
+    projected (``proj_size``).  Returns ``(outputs (S, H or P), h_n, c_n)``.
     """
-    hs, hn, cn, _, _ = bind(lstm_layer_p, (xw, h0, c0, w_hh),
+    hs, hn, cn, _, _ = bind(lstm_layer_p, (xw, h0, c0, w_hh, w_hr),
                             {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse)})
     return hs, hn, cn
 
