@@ -115,9 +115,9 @@ def run(mode: str, train_data, test_data, epochs: int, batch: int = 32, lr: floa
     opt = dg.optim.Adam(model.parameters(), lr=lr)
     seqs, labels = train_data
     rng = np.random.default_rng(seed)
-    epoch_times, losses = [], []
+    epoch_times, cpu_times, losses = [], [], []
     for epoch in range(epochs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         perm = rng.permutation(len(seqs))
         total = 0.0
         for s in range(0, len(seqs), batch):
@@ -129,9 +129,11 @@ def run(mode: str, train_data, test_data, epochs: int, batch: int = 32, lr: floa
             opt.step()
             total += loss.item() * len(idx)
         epoch_times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
         losses.append(total / len(seqs))
         if not quiet:
-            print(f"[{mode:7s}] epoch {epoch + 1}  loss {losses[-1]:.4f}  {epoch_times[-1]:.2f}s")
+            print(f"[{mode:7s}] epoch {epoch + 1}  loss {losses[-1]:.4f}  {epoch_times[-1]:.2f}s wall, "
+                  f"{cpu_times[-1]:.2f}s CPU")
     test_seqs, test_labels = test_data
     correct = 0
     with dg.no_grad():
@@ -139,7 +141,8 @@ def run(mode: str, train_data, test_data, epochs: int, batch: int = 32, lr: floa
             logits = _logits(model, test_seqs[s:s + 256], mode)
             correct += int((logits.argmax(dim=1).numpy() == test_labels[s:s + 256]).sum())
     return {"mode": mode, "accuracy": correct / len(test_seqs), "losses": losses,
-            "seconds_per_epoch": sum(epoch_times) / len(epoch_times), "model": model}
+            "seconds_per_epoch": sum(epoch_times) / len(epoch_times),
+            "cpu_seconds_per_epoch": sum(cpu_times) / len(cpu_times), "model": model}
 
 
 def compare(epochs: int = 6, n_train: int = 2000, n_test: int = 500, batch: int = 32,
@@ -151,7 +154,8 @@ def compare(epochs: int = 6, n_train: int = 2000, n_test: int = 500, batch: int 
         out[mode] = run(mode, train_data, test_data, epochs, batch, seed=seed, quiet=quiet)
     if not quiet:
         for mode, r in out.items():
-            print(f"{mode:8s} test accuracy {r['accuracy']:.3f}   {r['seconds_per_epoch']:.2f} s/epoch")
+            print(f"{mode:8s} test accuracy {r['accuracy']:.3f}   {r['seconds_per_epoch']:.2f} s/epoch wall, "
+                  f"{r['cpu_seconds_per_epoch']:.2f} s/epoch CPU")
         lengths = [len(s) for s in train_data[0]]
         print(f"mean length {np.mean(lengths):.1f}, max {max(lengths)}: the padded run computes "
               f"{max(lengths) / np.mean(lengths):.2f}x the steps per sequence (within a batch, "
