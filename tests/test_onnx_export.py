@@ -110,9 +110,9 @@ def test_data_dependent_branch_warns_and_exports_taken_branch(tmp_path):
 
 def test_missing_lowering_names_the_primitive(tmp_path):
     def f(x):
-        return dg.cumsum(x, 0)
+        return dg.searchsorted(dg.tensor([0.0, 1.0, 2.0]), x)
 
-    with pytest.raises(dg.onnx.UnsupportedPrimitiveError, match="'cumsum'"):
+    with pytest.raises(dg.onnx.UnsupportedPrimitiveError, match="'searchsorted'"):
         dg.onnx.export(f, (dg.ones(3),), tmp_path / "m.onnx")
 
 
@@ -120,3 +120,22 @@ def test_every_lowering_names_a_registered_primitive():
     from dyngraph.ops.registry import REGISTRY
 
     assert set(dg.onnx.LOWERINGS) <= set(REGISTRY)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: dg.nn.functional.layer_norm(x, (4,)),
+    lambda x: x.masked_fill(x > 0, 0.5),
+    lambda x: dg.gather(x, 1, dg.tensor([[0, 3], [1, 1], [2, 0]])),
+    lambda x: dg.index_select(x, 1, dg.tensor([3, 0])),
+    lambda x: x.argmax(1).to(dg.float32) + x.max(0).values.sum(),
+    lambda x: dg.einsum("ij,kj->ik", x, x),
+    lambda x: x.repeat(2, 1).tril(),
+    lambda x: dg.cumsum(x, 1).flip(0),
+    lambda x: dg.log2(x.abs() + 1) + dg.exp2(x) + dg.erfc(x),
+    lambda x: dg.lerp(x, x * 2, 0.25) + dg.hypot(x, x + 1),
+], ids=["layer_norm", "masked_fill", "gather", "index_select", "arg_max", "einsum",
+        "repeat_tril", "cumsum_flip", "log_exp", "lerp_hypot"])
+def test_more_lowerings(fn, tmp_path):
+    x = dg.randn(3, 4)
+    _, outs = _export_and_run(fn, (x,), tmp_path)
+    _close(outs[0], fn(x))

@@ -378,3 +378,150 @@ def _avg_pool(ctx, node):
     ctx.add("AveragePool", [ctx.arg(node, 0)], [ctx.out(node)], kernel_shape=list(p["kernel_size"]),
             strides=list(p["stride"]), pads=pads, ceil_mode=int(bool(p.get("ceil_mode", False))),
             count_include_pad=int(bool(p.get("count_include_pad", True))))
+
+
+# ---------------------------------------------------------------------------
+# normalisation, indexing, misc
+# ---------------------------------------------------------------------------
+
+@lowering("layer_norm")
+def _layer_norm(ctx, node):
+    p = node.params
+    x = ctx.arg(node, 0)
+    info = ctx.info(node.args[0])
+    nd = int(p.get("ndim", 1))
+    shape = info.shape[len(info.shape) - nd:]
+    has_w = len(node.args) > 1 and node.args[1] is not None
+    has_b = len(node.args) > 2 and node.args[2] is not None
+    w = ctx.arg(node, 1) if has_w else ctx.const(np.ones(shape, info.dtype))
+    ins = [x, w] + ([ctx.arg(node, 2)] if has_b else [])
+    ctx.add("LayerNormalization", ins, [ctx.out(node)], axis=-nd, epsilon=float(p.get("eps", 1e-5)))
+
+
+@lowering("masked_fill")
+def _masked_fill(ctx, node):
+    ctx.add("Where", [ctx.arg(node, 1), ctx.arg(node, 2), ctx.arg(node, 0)], [ctx.out(node)])
+
+
+@lowering("gather")
+def _gather(ctx, node):
+    ctx.add("GatherElements", [ctx.arg(node, 0), ctx.arg(node, 1)], [ctx.out(node)],
+            axis=int(node.params.get("dim", 0)))
+
+
+@lowering("index_select")
+def _index_select(ctx, node):
+    ctx.add("Gather", [ctx.arg(node, 0), ctx.arg(node, 1)], [ctx.out(node)],
+            axis=int(node.params.get("dim", 0)))
+
+
+@lowering("argmax", "argmin")
+def _argmax(ctx, node):
+    op = "ArgMax" if node.op == "argmax" else "ArgMin"
+    dim = node.params.get("dim")
+    keep = int(bool(node.params.get("keepdim", False)))
+    x = ctx.arg(node, 0)
+    if dim is None:
+        x = ctx.add("Reshape", [x, ctx.const(np.array([-1], np.int64))])
+        r = ctx.add(op, [x], axis=0, keepdims=0)
+        shape = ctx.graph.values[node.outs[0]].shape
+        ctx.add("Reshape", [r, ctx.const(np.array(shape, np.int64))], [ctx.out(node)])
+        return
+    ctx.add(op, [x], [ctx.out(node)], axis=int(dim), keepdims=keep)
+
+
+@lowering("max_dim", "min_dim")
+def _max_dim(ctx, node):
+    red, arg = ("ReduceMax", "ArgMax") if node.op == "max_dim" else ("ReduceMin", "ArgMin")
+    dim = int(node.params.get("dim", 0))
+    keep = int(bool(node.params.get("keepdim", False)))
+    x = ctx.arg(node, 0)
+    ctx.add(red, [x], [ctx.out(node, 0)], axes=[dim], keepdims=keep)
+    ctx.add(arg, [x], [ctx.out(node, 1)], axis=dim, keepdims=keep, select_last_index=0)
+
+
+@lowering("einsum")
+def _einsum(ctx, node):
+    ins = [ctx.arg(node, i) for i in range(len(node.args))]
+    ctx.add("Einsum", ins, [ctx.out(node)], equation=node.params["equation"].replace(" ", ""))
+
+
+@lowering("repeat")
+def _repeat(ctx, node):
+    reps = [int(r) for r in node.params.get("repeats", ())]
+    x = ctx.arg(node, 0)
+    nd = len(ctx.info(node.args[0]).shape)
+    if len(reps) > nd:
+        shape = [1] * (len(reps) - nd) + list(ctx.info(node.args[0]).shape)
+        x = ctx.add("Reshape", [x, ctx.const(np.array(shape, np.int64))])
+    ctx.add("Tile", [x, ctx.const(np.array(reps, np.int64))], [ctx.out(node)])
+
+
+@lowering("tril", "triu")
+def _trilu(ctx, node):
+    k = ctx.const(np.array(int(node.params.get("diagonal", 0)), np.int64))
+    ctx.add("Trilu", [ctx.arg(node, 0), k], [ctx.out(node)], upper=int(node.op == "triu"))
+
+
+@lowering("cumsum")
+def _cumsum(ctx, node):
+    ax = ctx.const(np.array(int(node.params.get("dim", 0)), np.int64))
+    ctx.add("CumSum", [ctx.arg(node, 0), ax], [ctx.out(node)],
+            reverse=int(bool(node.params.get("reverse", False))))
+
+
+@lowering("flip")
+def _flip(ctx, node):
+    dims = [int(d) for d in node.params.get("dims", ())]
+    big = np.iinfo(np.int64).max
+    n = len(dims)
+    ctx.add("Slice", [ctx.arg(node, 0), ctx.const(np.full(n, -1, np.int64)),
+                      ctx.const(np.full(n, -big, np.int64)), ctx.const(np.array(dims, np.int64)),
+                      ctx.const(np.full(n, -1, np.int64))], [ctx.out(node)])
+
+
+@lowering("log2", "log10")
+def _log_base(ctx, node):
+    base = 2.0 if node.op == "log2" else 10.0
+    ctx.add("Div", [ctx.add("Log", [ctx.arg(node, 0)]), ctx.scalar(math.log(base), node)],
+            [ctx.out(node)])
+
+
+@lowering("exp2")
+def _exp2(ctx, node):
+    ctx.add("Pow", [ctx.scalar(2.0, node), ctx.arg(node, 0)], [ctx.out(node)])
+
+
+@lowering("erfc")
+def _erfc(ctx, node):
+    ctx.add("Sub", [ctx.scalar(1.0, node), ctx.add("Erf", [ctx.arg(node, 0)])], [ctx.out(node)])
+
+
+@lowering("isinf")
+def _isinf(ctx, node):
+    ctx.add("IsInf", [ctx.arg(node, 0)], [ctx.out(node)])
+
+
+@lowering("isfinite")
+def _isfinite(ctx, node):
+    x = ctx.arg(node, 0)
+    bad = ctx.add("Or", [ctx.add("IsNaN", [x]), ctx.add("IsInf", [x])])
+    ctx.add("Not", [bad], [ctx.out(node)])
+
+
+@lowering("lerp")
+def _lerp(ctx, node):
+    a, b, w = (ctx.arg(node, i) for i in range(3))
+    ctx.add("Add", [a, ctx.add("Mul", [w, ctx.add("Sub", [b, a])])], [ctx.out(node)])
+
+
+@lowering("hypot")
+def _hypot(ctx, node):
+    a, b = ctx.arg(node, 0), ctx.arg(node, 1)
+    s = ctx.add("Add", [ctx.add("Mul", [a, a]), ctx.add("Mul", [b, b])])
+    ctx.add("Sqrt", [s], [ctx.out(node)])
+
+
+@lowering("fmod")
+def _fmod(ctx, node):
+    ctx.add("Mod", [ctx.arg(node, 0), ctx.arg(node, 1)], [ctx.out(node)], fmod=1)
