@@ -22,7 +22,7 @@ from .registry import bind, primitive
 __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
-    "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean",
+    "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
 ]
 
 
@@ -117,8 +117,8 @@ def _reduce_args(input, dim, keepdim, dtype, op):  # noqa: A002
             return input, ({"dim": (dim % nd,), "keepdim": True} if keepdim else {"dim": (dim % nd,)})
     input = as_tensor_arg(input, op)
     dims = normalize_dims(dim, input._data.ndim, op)
-    if dims is not None and input._data.ndim == 0:
-        dims = None
+    if dims == () or (dims is not None and input._data.ndim == 0):
+        dims = None  # dim=() reduces over everything, as in PyTorch
     params = {}
     if dims is not None:
         params["dim"] = dims
@@ -546,6 +546,57 @@ def aminmax(input, *, dim=None, keepdim: bool = False):  # noqa: A002
                        amax(input, () if dim is None else dim, keepdim))
 
 
+def _cum_ext_impl(acc, name):
+    def impl(x, dim=0):
+        vals = acc(x, axis=dim)
+        ar = np.arange(x.shape[dim]).reshape((-1,) + (1,) * (x.ndim - dim - 1))
+        hit = x == vals  # this entry attains the running extreme (the later one wins ties)
+        if x.dtype.kind == "f":
+            hit |= np.isnan(x)  # a NaN takes over, as in PyTorch
+        idx = np.maximum.accumulate(np.where(hit, ar, 0), axis=dim)
+        return vals, idx.astype(np.int64, copy=False)
+    impl.__name__ = name
+    return impl
+
+
+def _cum_ext_vjp(g, out, x, dim=0):
+    from .indexing import gather_backward_p  # noqa: PLC0415
+
+    return gather_backward_p(g[0], out[1], shape=tuple(x.shape), dim=dim)
+
+
+cummax_p = primitive("cummax", n_outputs=2, meta=True, save_output=True)(
+    _cum_ext_impl(np.maximum.accumulate, "cummax"))
+cummin_p = primitive("cummin", n_outputs=2, meta=True, save_output=True)(
+    _cum_ext_impl(np.minimum.accumulate, "cummin"))
+cummax_p.defvjp(_cum_ext_vjp)
+cummin_p.defvjp(_cum_ext_vjp)
+
+
+def _cum_ext(prim, rt, input, dim, op):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    d = _wrap_dim(int(dim), input._data.ndim, op)
+    if input._data.ndim == 0:
+        one = bind(_shape.reshape_p, (input,), {"shape": (1,)})
+        v, i = bind(prim, (one,), {"dim": 0})
+        return rt(bind(_shape.reshape_p, (v,), {"shape": ()}), Tensor._make(np.zeros((), np.int64), False, None, 0))
+    return rt(*bind(prim, (input,), {"dim": d}))
+
+
+def cummax(input, dim: int):  # noqa: A002
+    """Running maximum along ``dim`` and where it was found, as ``(values, indices)``.
+
+    >>> dg.cummax(dg.tensor([1., 3., 2.]), 0).values
+    tensor([1., 3., 3.])
+    """
+    return _cum_ext(cummax_p, _rt.cummax, input, dim, "cummax")
+
+
+def cummin(input, dim: int):  # noqa: A002
+    """Running minimum along ``dim`` and where it was found, as ``(values, indices)``."""
+    return _cum_ext(cummin_p, _rt.cummin, input, dim, "cummin")
+
+
 # ===========================================================================
 # median
 # ===========================================================================
@@ -655,7 +706,7 @@ def _var_args(input, dim, unbiased, keepdim, correction, op):  # noqa: A002
         raise TypeError(f"{op}(): pass either 'correction' or the older 'unbiased', not both")
     c = float(correction) if correction is not None else (1.0 if unbiased in (None, True) else 0.0)
     dims = normalize_dims(dim, input._data.ndim, op)
-    if input._data.ndim == 0:
+    if input._data.ndim == 0 or dims == ():
         dims = None
     params = {"correction": c}
     if dims is not None:
@@ -729,8 +780,11 @@ def logsumexp(input, dim, keepdim: bool = False):  # noqa: A002
     """
     input = as_tensor_arg(input, "logsumexp")
     dims = normalize_dims(dim, input._data.ndim, "logsumexp")
-    if input._data.ndim == 0 or dims == ():
-        dims = None if input._data.ndim == 0 else dims
+    if dims == ():
+        raise RuntimeError("logsumexp: dim=() is not supported (as in PyTorch); name the dims "
+                           "to reduce, e.g. dim=tuple(range(x.ndim))")
+    if input._data.ndim == 0:
+        dims = None
     params = {"dim": dims} if dims is not None else {}
     if keepdim:
         params["keepdim"] = True
@@ -885,7 +939,7 @@ def count_nonzero(input, dim=None):  # noqa: A002
     """Number of non-zero elements over ``dim`` (int or tuple; all when None), as int64."""
     input = as_tensor_arg(input, "count_nonzero")
     dims = normalize_dims(dim, input._data.ndim, "count_nonzero")
-    if input._data.ndim == 0:
+    if input._data.ndim == 0 or dims == ():
         dims = None
     return bind(count_nonzero_p, (input,), {"dim": dims} if dims is not None else {})
 
@@ -934,7 +988,7 @@ def _amax_method(fn):
 
 install({
     "sum": _sum_method, "mean": _mean_method, "prod": _dim_method(prod),
-    "cumsum": cumsum, "cumprod": cumprod, "amax": _amax_method(amax), "amin": _amax_method(amin),
+    "cumsum": cumsum, "cumprod": cumprod, "cummax": cummax, "cummin": cummin, "amax": _amax_method(amax), "amin": _amax_method(amin),
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "aminmax": aminmax,
     "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
     "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),

@@ -91,6 +91,16 @@ def _scan_samples(rng, dt):
     ]
 
 
+def _cummax_samples(rng, dt):
+    return [
+        Sample((_distinct(rng, (3, 4), dt), 1)),
+        Sample((_distinct(rng, (2, 3, 2), dt), -2), desc="neg"),
+        Sample((_distinct(rng, (4, 3), dt).T, 0), desc="noncontig"),
+        Sample((_distinct(rng, (), dt), 0), desc="0d"),
+        Sample((randn(rng, (0, 3), dt), 0), desc="empty"),
+    ]
+
+
 def _ints(rng, dt):
     return [
         Sample((rng.integers(-3, 4, size=(3, 4)).astype(dt),)),
@@ -205,6 +215,16 @@ OPS = [
     OpInfo("cumsum_int", lambda m, x: m.cumsum(x, 1), lambda rng, dt: _ints(rng, dt)[:1],
            dtypes=("int32", "int64"), grad=False),
     OpInfo("cumprod", _kw_call("cumprod"), _scan_samples),
+    OpInfo("cummax", lambda m, x, dim: m.cummax(x, dim), _cummax_samples),
+    OpInfo("cummin", lambda m, x, dim: x.cummin(dim), _cummax_samples),
+    OpInfo("cummax_ties", lambda m, x, dim: m.cummax(x, dim),
+           lambda rng, dt: [Sample((_ties(rng, (3, 5), dt), 1)), Sample((_ties(rng, (4, 2), dt), 0), desc="dim0")],
+           fd=False),
+    OpInfo("cummin_ties", lambda m, x, dim: m.cummin(x, dim),
+           lambda rng, dt: [Sample((_ties(rng, (3, 5), dt), 1))], fd=False),
+    # (var(x, ()) also reduces everything; PyTorch's gradient for it is inf: see the extra tests)
+    OpInfo("reduce_all_with_empty_dim_tuple", lambda m, x: m.sum(x, ()) + x.mean(()),
+           lambda rng, dt: [Sample((randn(rng, (2, 3), dt),))]),
     OpInfo("amax", _kw_call("amax"), _red_samples(empty=False)),
     OpInfo("amin", _kw_call("amin"), _red_samples(empty=False)),
     OpInfo("amax_ties", _kw_call("amax"), _red_samples(_ties, empty=False), fd=False),
