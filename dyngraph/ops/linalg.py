@@ -485,7 +485,9 @@ def triu(input, diagonal: int = 0):  # noqa: A002
 
 @primitive("einsum", save_inputs=True)
 def einsum_p(*ops, equation=""):
-    return np.einsum(equation, *ops, optimize=len(ops) > 2)
+    # path optimisation (BLAS, good contraction order) pays off beyond tiny operands
+    big = len(ops) > 2 or builtins.sum(o.size for o in ops) > 2048
+    return np.einsum(equation, *ops, optimize=big)
 
 
 def _uniq(s: str) -> str:
@@ -594,6 +596,26 @@ def _parse_einsum(equation: str, shapes: list) -> tuple[str, list]:
     return ",".join(out_subs) + "->" + rhs, [tuple(sizes[c] for c in s) for s in out_subs]
 
 
+def _sublist_equation(args):
+    def letters(sub):
+        out = []
+        for i in sub:
+            if i is Ellipsis:
+                out.append("...")
+            elif isinstance(i, int) and 0 <= i < 52:
+                out.append(string.ascii_letters[i])
+            else:
+                raise ValueError(f"einsum(): subscript in sublist format must be an int in [0, 52) "
+                                 f"or Ellipsis, got {i!r}")
+        return "".join(out)
+
+    ops, subs = list(args[0::2]), list(args[1::2])
+    if len(subs) == len(ops):  # no output sublist
+        return ",".join(letters(s) for s in subs), tuple(ops)
+    out = ops.pop()  # the trailing item is the output sublist
+    return ",".join(letters(s) for s in subs) + "->" + letters(out), tuple(ops)
+
+
 def einsum(equation: str, *operands):
     """Einstein summation (``'ij,jk->ik'``, implicit output, ``...`` broadcasting,
     repeated subscripts such as ``'ii->i'``).
@@ -601,6 +623,8 @@ def einsum(equation: str, *operands):
     >>> dg.einsum('ij,jk->ik', dg.ones(2, 3), dg.ones(3, 4)).shape
     dyngraph.Size([2, 4])
     """
+    if not isinstance(equation, str):  # sublist form: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     ops = [_tensor(o, "einsum") for o in operands]

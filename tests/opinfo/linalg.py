@@ -257,6 +257,10 @@ OPS = [
            lambda rng, dt: [Sample((randn(rng, (2, 3), dt), randn(rng, (3,), dt)))]),
     OpInfo("einsum_repeated_operand", lambda m, x: m.einsum("ij,ij->i", x, x),
            lambda rng, dt: [Sample((randn(rng, (2, 3), dt),))]),
+    OpInfo("einsum_sublist", lambda m, x, y: m.einsum(x, [0, 1], y, [1, 2], [0, 2]),
+           _pair((2, 3), (3, 2))),
+    OpInfo("einsum_large_optimized", lambda m, x, y: m.einsum("bij,bjk->bik", x, y),
+           _pair((3, 30, 25), (3, 25, 2)), fd=False, rtol=1e-4, atol=1e-5),
     OpInfo("einsum_list_operands", lambda m, x, y: m.einsum("ij,jk->ik", [x, y]),
            _pair((2, 3), (3, 2))),
 ] + [OpInfo(f"einsum_{name}", *_einsum(eq, *shapes)) for name, eq, *shapes in EINSUMS]
