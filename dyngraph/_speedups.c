@@ -31,7 +31,7 @@ static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
-    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules;
+    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for;
 static PyTypeObject *PrimitiveType = NULL;
 
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
@@ -77,11 +77,11 @@ static PyObject *setup(PyObject *self, PyObject *args) {
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
-                        "vjp_rules"};
+                        "vjp_rules", "save_for"};
     Py_ssize_t *po[] = {&p_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
                         &p_is_view, &p_differentiable, &p_nondiff, &p_save_inputs,
-                        &p_save_output, &p_meta, &p_vjp_rules};
-    for (int i = 0; i < 12; i++)
+                        &p_save_output, &p_meta, &p_vjp_rules, &p_save_for};
+    for (int i = 0; i < 13; i++)
         if (slot_offset(prim, pn[i], po[i]) < 0) return NULL;
     Py_XSETREF(PrimitiveType, (PyTypeObject *)Py_NewRef(prim));
     Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
@@ -344,15 +344,42 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     set_slot(node, n_out, Py_None);
     set_slot(node, n_in_meta, Py_None);
     if (PyObject_IsTrue(SLOT(prim, p_save_inputs))) {
+        /* save_for: keep only the inputs that the rules of the differentiable inputs read */
+        int keep[8];
+        PyObject *save_for = SLOT(prim, p_save_for);
+        PyObject *edl = SLOT(node, n_edges);
+        for (Py_ssize_t i = 0; i < n; i++) keep[i] = save_for == Py_None;
+        if (save_for != Py_None) {
+            for (Py_ssize_t i = 0; i < n && i < PyTuple_GET_SIZE(save_for); i++) {
+                if (PyList_GET_ITEM(edl, i) == Py_None) continue;
+                PyObject *need_i = PyTuple_GET_ITEM(save_for, i);
+                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(need_i); k++) {
+                    Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(need_i, k));
+                    if (j >= 0 && j < n) keep[j] = 1;
+                }
+            }
+        }
+        int keep_all = 1;
+        for (Py_ssize_t i = 0; i < n; i++) keep_all &= keep[i];
+        PyObject *saved_args = args;
+        if (!keep_all) {
+            saved_args = PyTuple_New(n);
+            if (saved_args == NULL) goto fail_node;
+            for (Py_ssize_t i = 0; i < n; i++)
+                PyTuple_SET_ITEM(saved_args, i, Py_NewRef(keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None));
+        } else {
+            Py_INCREF(saved_args);
+        }
         PyObject *dl = PyList_New(n), *vl = PyList_New(n);
         if (dl == NULL || vl == NULL) {
             Py_XDECREF(dl);
             Py_XDECREF(vl);
+            Py_DECREF(saved_args);
             goto fail_node;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *a = PyTuple_GET_ITEM(args, i);
-            PyList_SET_ITEM(dl, i, Py_NewRef(datas[i]));
+            PyObject *a = PyTuple_GET_ITEM(saved_args, i);
+            PyList_SET_ITEM(dl, i, Py_NewRef(keep[i] ? datas[i] : Py_None));
             PyObject *v;
             if (PyObject_TypeCheck(a, TensorType)) {
                 PyObject *vc = SLOT(a, t_vc);
@@ -360,6 +387,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
                 if (v == NULL) {
                     Py_DECREF(dl);
                     Py_DECREF(vl);
+                    Py_DECREF(saved_args);
                     goto fail_node;
                 }
             } else {
@@ -367,7 +395,8 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             }
             PyList_SET_ITEM(vl, i, v);
         }
-        set_slot(node, n_saved, args);
+        set_slot(node, n_saved, saved_args);
+        Py_DECREF(saved_args);
         set_slot(node, n_saved_data, dl);
         set_slot(node, n_saved_versions, vl);
         Py_DECREF(dl);

@@ -55,13 +55,15 @@ sub_p = Primitive("sub", operator.sub, promote="same", broadcasts=True)
 sub_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g)
 
 
-mul_p = Primitive("mul", operator.mul, promote="same", broadcasts=True, save_inputs=True)
+mul_p = Primitive("mul", operator.mul, promote="same", broadcasts=True, save_inputs=True,
+                  save_for=((1,), (0,)))
 
 
 mul_p.defvjp(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
 
 
-div_p = Primitive("div", operator.truediv, promote="float", broadcasts=True, save_inputs=True)
+div_p = Primitive("div", operator.truediv, promote="float", broadcasts=True, save_inputs=True,
+                  save_for=((1,), (0, 1)))
 
 
 div_p.defvjp(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * x / (y * y))

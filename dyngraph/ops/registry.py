@@ -50,6 +50,9 @@ class Primitive:
             not differentiable).  ``None`` when the primitive is not differentiable.
         vjp_argnum: alternative for variadic primitives,
             ``rule(argnum, g, out, *inputs, **params)``.
+        save_for: optional refinement of ``save_inputs``: ``save_for[i]`` lists
+            the inputs that the rule of input ``i`` reads; inputs that no rule
+            needed in this call reads are not saved (they reach the rules as None).
         save_inputs / save_output: what the rules read.  Inputs that are not
             saved reach the rules as ``None``, or as a :class:`Meta` (shape and
             dtype only) when ``meta=True``, so their data can be freed early.
@@ -65,12 +68,12 @@ class Primitive:
     __slots__ = (
         "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
-        "nondiff_argnums", "meta", "doc",
+        "nondiff_argnums", "meta", "save_for", "doc",
     )
 
     def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
                  promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
-                 differentiable=True, nondiff_argnums=(), meta=False):
+                 differentiable=True, nondiff_argnums=(), meta=False, save_for=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
         self.name = name
@@ -88,6 +91,9 @@ class Primitive:
         self.nondiff_argnums = tuple(nondiff_argnums)
         # record input shapes/dtypes: rules read them from the Meta stand-ins
         self.meta = bool(meta or broadcasts)
+        # save_for[i] = the inputs the rule of input i reads; inputs no needed rule
+        # reads are not kept (x * 2.0 keeps nothing of x, as in PyTorch)
+        self.save_for = tuple(tuple(x) for x in save_for) if save_for is not None else None
         self.doc = impl.__doc__
         REGISTRY[name] = self
 
@@ -262,10 +268,19 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
     node.out = None
     node.in_meta = None
     if prim.save_inputs:
-        node.saved = args
-        node.saved_data = datas
+        saved, saved_data = args, datas
+        if prim.save_for is not None:
+            keep = set()
+            for i, e in enumerate(edges):
+                if e is not None:
+                    keep.update(prim.save_for[i])
+            if len(keep) < len(args):
+                saved = tuple(a if i in keep else None for i, a in enumerate(args))
+                saved_data = [d if i in keep else None for i, d in enumerate(datas)]
+        node.saved = saved
+        node.saved_data = saved_data
         versions = []
-        for a in args:
+        for a in saved:
             if isinstance(a, Tensor):
                 vc = a._vc
                 versions.append(0 if vc is None else vc[0])
