@@ -21,6 +21,7 @@ from ..ops.nn import (
     embedding,
     embedding_backward_p,
     embedding_p,
+    layer_norm_p,
     linear,
     log_softmax,
     softmax,
@@ -389,14 +390,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
             f"layer_norm: Given normalized_shape={list(ns)}, expected input with shape "
             f"[*, {', '.join(map(str, ns))}], but got input of size {list(shape)}")
     _require_float(input, "layer_norm")
-    dims = tuple(range(len(shape) - len(ns), len(shape)))
-    var, _, c = _var_mean(input, dims)
-    y = c * E.rsqrt(var + eps)
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
+    dt = input._data.dtype
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t._data.shape != ns or t._data.dtype != dt):
+            raise RuntimeError(
+                f"layer_norm: {name} must have shape {list(ns)} and dtype {input.dtype}, got "
+                f"shape {list(t.shape)} and dtype {t.dtype}")
+    return bind(layer_norm_p, (input, weight, bias), {"ndim": len(ns), "eps": float(eps)})
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
@@ -424,8 +424,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             f"but got input of shape {list(shape)} and num_groups={num_groups}")
     _require_float(input, "group_norm")
     x = reshape(input, n, num_groups, -1)
-    var, _, cx = _var_mean(x, (2,))
-    y = reshape(cx * E.rsqrt(var + eps), *shape)
+    y = reshape(bind(layer_norm_p, (x, None, None), {"ndim": 1, "eps": float(eps)}), *shape)
     bshape = (c,) + (1,) * (len(shape) - 2)
     if weight is not None:
         y = y * reshape(weight, *bshape)

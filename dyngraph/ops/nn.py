@@ -14,9 +14,9 @@ import numpy as np
 
 from ..tensor import Tensor, _wrap_dim
 from ._util import as_tensor_arg, install
-from .elementwise import exp_p
+from .elementwise import exp_p, rsqrt_p
 from .linalg import matmul_p
-from .reduction import sum_p, sum_to_shape_p
+from .reduction import mean_p, sum_p, sum_to_shape_p
 from .registry import bind, primitive
 from .shape import reshape_p
 
@@ -195,6 +195,49 @@ def linear(input, weight, bias=None):  # noqa: A002
         raise RuntimeError(
             f"linear: bias of shape {list(bias.shape)} does not match out_features={ws[0]}")
     return bind(linear_p, (input, weight, bias))
+
+
+# ---------------------------------------------------------------------------
+# layer_norm: normalise over the trailing `ndim` dimensions, then scale and shift
+# ---------------------------------------------------------------------------
+
+@primitive("layer_norm", save_inputs=True)
+def layer_norm_p(x, w=None, b=None, ndim=1, eps=1e-5):
+    dims = tuple(range(x.ndim - ndim, x.ndim))
+    xc = x - x.mean(axis=dims, keepdims=True)
+    y = xc * (1.0 / np.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps))
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+    return y
+
+
+def _ln_stats(x, ndim, eps):
+    """(x_hat, 1/std) written with primitives, so the rules are differentiable again."""
+    dims = tuple(range(len(x.shape) - ndim, len(x.shape)))
+    xc = x - mean_p(x, dim=dims, keepdim=True)
+    rstd = rsqrt_p(mean_p(xc * xc, dim=dims, keepdim=True) + eps)
+    return xc * rstd, rstd, dims
+
+
+def _ln_vjp_x(g, out, x, w=None, b=None, ndim=1, eps=1e-5):
+    xhat, rstd, dims = _ln_stats(x, ndim, eps)
+    gh = g * w if w is not None else g
+    return rstd * (gh - mean_p(gh, dim=dims, keepdim=True)
+                   - xhat * mean_p(gh * xhat, dim=dims, keepdim=True))
+
+
+def _ln_vjp_w(g, out, x, w=None, b=None, ndim=1, eps=1e-5):
+    xhat, _, _ = _ln_stats(x, ndim, eps)
+    return sum_to_shape_p(g * xhat, shape=tuple(w.shape))
+
+
+def _ln_vjp_b(g, out, x, w=None, b=None, ndim=1, eps=1e-5):
+    return sum_to_shape_p(g, shape=tuple(b.shape))
+
+
+layer_norm_p.defvjp(_ln_vjp_x, _ln_vjp_w, _ln_vjp_b)
 
 
 # ---------------------------------------------------------------------------

@@ -92,3 +92,52 @@ OPS = [
     OpInfo("nn.cross_entropy_smooth",
            lambda m, x, t: _F(m).cross_entropy(x, t, label_smoothing=0.2), _ce_samples),
 ]
+
+
+# Composite functions of dg.nn.functional: same checks (values, grads against torch and
+# finite differences, second order), so compositions stay twice differentiable.
+def _one(*shapes, gen=randn):
+    def samples(rng, dt):
+        return [Sample(tuple(gen(rng, s, dt) for s in shapes))]
+    return samples
+
+
+def _probs(rng, shape, dt):
+    return rng.uniform(0.1, 0.9, size=shape).astype(dt)
+
+
+def _bce_samples(rng, dt):
+    return [Sample((randn(rng, (3, 4), dt) * 3, _probs(rng, (3, 4), dt)))]
+
+
+def _kl_samples(rng, dt):
+    p = _probs(rng, (3, 4), dt)
+    return [Sample((np.log(_probs(rng, (3, 4), dt)), p / p.sum(1, keepdims=True)))]
+
+
+OPS += [
+    OpInfo("nn.layer_norm", lambda m, x, w, b: _F(m).layer_norm(x, (4,), w, b),
+           _one((3, 4), (4,), (4,))),
+    OpInfo("nn.layer_norm_2d_noaffine", lambda m, x: _F(m).layer_norm(x, (3, 4)),
+           _one((2, 3, 4))),
+    OpInfo("nn.group_norm", lambda m, x, w, b: _F(m).group_norm(x, 2, w, b),
+           _one((2, 4, 3), (4,), (4,))),
+    OpInfo("nn.batch_norm_train", lambda m, x, w, b: _F(m).batch_norm(x, None, None, w, b, True),
+           _one((4, 3), (3,), (3,))),
+    OpInfo("nn.bilinear", lambda m, x1, x2, w, b: _F(m).bilinear(x1, x2, w, b),
+           _one((2, 3), (2, 2), (2, 3, 2), (2,))),
+    OpInfo("nn.prelu", lambda m, x, w: _F(m).prelu(x, w), _one((2, 3, 2), (3,))),
+    OpInfo("nn.mish", lambda m, x: _F(m).mish(x), _one((3, 4))),
+    OpInfo("nn.hardswish", lambda m, x: _F(m).hardswish(x), _one((3, 4))),
+    OpInfo("nn.logsigmoid", lambda m, x: _F(m).logsigmoid(x * 10), _one((3, 4))),
+    OpInfo("nn.cosine_similarity", lambda m, a, b: _F(m).cosine_similarity(a, b),
+           _one((3, 4), (3, 4))),
+    OpInfo("nn.bce_with_logits",
+           lambda m, x, t: _F(m).binary_cross_entropy_with_logits(x, t), _bce_samples),
+    OpInfo("nn.smooth_l1", lambda m, x, t: _F(m).smooth_l1_loss(x, t, beta=0.5),
+           _one((3, 4), (3, 4))),
+    OpInfo("nn.kl_div", lambda m, x, t: _F(m).kl_div(x, t, reduction="batchmean"), _kl_samples),
+    OpInfo("nn.embedding_bag_sum",
+           lambda m, i, w: _F(m).embedding_bag(i, w, mode="sum"),
+           lambda rng, dt: [Sample((np.array([[0, 2], [1, 1]]), randn(rng, (3, 2), dt)))]),
+]
