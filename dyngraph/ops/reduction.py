@@ -91,7 +91,7 @@ def mean_p(x, dim=None, keepdim=False, dtype=None):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {_dt.from_numpy_dtype(x.dtype).name.capitalize()}")
-    if dtype is None:
+    if dtype is None and x.dtype.itemsize >= 4:
         n = _count(x.shape, dim)
         if n:  # add.reduce / n: the same pairwise sum as np.mean, less Python around it
             return np.add.reduce(x, axis=dim, keepdims=keepdim) / n
@@ -656,7 +656,7 @@ def median(input, dim=None, keepdim: bool = False):  # noqa: A002
 
 def _var_np(x, dim, correction, keepdim):
     n = _count(x.shape, dim)
-    if n == 0:
+    if n == 0 or x.dtype.itemsize < 4:  # (half precision: NumPy accumulates in float32)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
     d = x - np.add.reduce(x, axis=dim, keepdims=True) / n
