@@ -25,6 +25,7 @@ def test_dynamic_depth_loss_falls_and_depth_varies():
 
 @pytest.mark.skipif(not HAVE_DOT, reason="Graphviz `dot` not installed")
 def test_dynamic_depth_draws_graph_and_diff(tmp_path):
+    pytest.importorskip("graphviz")
     res = dynamic_depth.train(steps=5, quiet=True)
     paths = dynamic_depth.draw(res["model"], str(tmp_path))
     assert [os.path.basename(p) for p in paths] == ["dynamic_depth_graph.png", "dynamic_depth_diff.png"]
