@@ -286,3 +286,26 @@ def test_dropout_between_layers_train_vs_eval():
 def test_errors(make, args, pattern):
     with pytest.raises((RuntimeError, ValueError, TypeError), match=pattern):
         make()(*args)
+
+
+def test_lstm_training_step_under_graph_capture():
+    """dg.compile captures forward and backward of the fused layer (backward replayed on arrays)."""
+    dg.manual_seed(0)
+    lstm = dg.nn.GRU(3, 4, bidirectional=True)
+    x = dg.randn(5, 2, 3)
+
+    def step(x):
+        out, h = lstm(x)
+        loss = (out ** 2).sum() + h.sum()
+        loss.backward()
+        return loss
+
+    compiled = dg.compile(step)
+    results = []
+    for fn in (step, compiled, compiled):
+        lstm.zero_grad()
+        loss = fn(x)
+        results.append((loss.item(), lstm.weight_hh_l0_reverse.grad.numpy().copy()))
+    for loss, grad in results[1:]:
+        np.testing.assert_allclose(loss, results[0][0], rtol=1e-6)
+        np.testing.assert_allclose(grad, results[0][1], rtol=1e-5, atol=1e-6)

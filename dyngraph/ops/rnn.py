@@ -88,6 +88,20 @@ class _FusedRecurrent(Primitive):
         self.fused_backward = backward
         self.reference = reference
         self.n_visible = n_visible
+        self.defvjp_argnum(self._vjp_one)
+
+    def _vjp_one(self, argnum, g, out, *inputs, **params):
+        """Registry-style rule (used by graph capture, which replays it on arrays).
+
+        Eager ``backward()`` never calls it: ``backward_node`` computes all
+        gradients in one pass.  On Tensors it declines, so capture records the
+        rule as one opaque node that runs it on arrays.
+        """
+        if any(isinstance(a, Tensor) for a in (*g, *inputs)) or isinstance(out[0], Tensor):
+            raise NotImplementedError(
+                f"the derivative of '{self.name}' is computed by a fused backward pass; "
+                "it is replayed on arrays, not traced")
+        return self.fused_backward(list(g)[:self.n_visible], out, *inputs, **params)[argnum]
 
     def backward_node(self, node, grads, create_graph):
         saved = node.saved
