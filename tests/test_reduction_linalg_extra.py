@@ -379,3 +379,9 @@ def test_empty_dim_tuple_reduces_everything():
     assert_close(g_empty, g_all, 1e-12, 1e-12)
     with pytest.raises(RuntimeError, match="logsumexp: dim=\\(\\) is not supported"):
         dg.logsumexp(x, ())
+
+
+def test_einsum_results_never_alias_their_input():
+    x = dg.arange(9.0).reshape(3, 3)
+    for eq in ("ii->i", "ij->ji", "ij->ij"):
+        assert not np.shares_memory(dg.einsum(eq, x).numpy(), x.numpy()), eq

@@ -487,7 +487,10 @@ def triu(input, diagonal: int = 0):  # noqa: A002
 def einsum_p(*ops, equation=""):
     # path optimisation (BLAS, good contraction order) pays off beyond tiny operands
     big = len(ops) > 2 or builtins.sum(o.size for o in ops) > 2048
-    return np.einsum(equation, *ops, optimize=big)
+    out = np.einsum(equation, *ops, optimize=big)
+    if len(ops) == 1 and np.may_share_memory(out, ops[0]):
+        out = out.copy()  # 'ii->i', 'ij->ji' give NumPy views; einsum results own their data
+    return out
 
 
 def _uniq(s: str) -> str:
