@@ -254,6 +254,9 @@ def _path_groups(view, sig, min_repeat, max_period, taken, max_rounds=8):
             mods = {view.info(k).get("module") for k in run[0]}
             where = f"{mods.pop()}: " if len(mods) == 1 and None not in mods else ""
             detail = f"{where}{_ops(len(run[0]))} per repeat"
+            if len(run[0]) > p:  # ops hanging off the path: name them (producers first)
+                names = list(dict.fromkeys(view.op_name(k) for k in sorted(run[0], reverse=True)))
+                detail += ": " + ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
             groups.append(Group(run, label, detail, "structure", min(run[0])))
             for blk in run:
                 for k in blk:
