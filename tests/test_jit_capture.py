@@ -125,13 +125,20 @@ def test_lstm_cell_loop_equals_eager():
     assert crun.captures == 1 and crun.fallbacks == 0
 
 
-def test_fused_lstm_cell_without_rules_runs_eagerly():
+def test_fused_lstm_cell_captured_with_gradients():
+    dg.manual_seed(6)
     cell = nn.LSTMCell(3, 4).double()
-    cf = dg.compile(lambda x, h, c: cell(x, (h, c))[0].sum())
+    cf = dg.compile(lambda x, h, c: cell(x, (h, c))[0].pow(2).sum())
     x, h, c = (dg.randn(2, n, dtype=dg.float64) for n in (3, 4, 4))
-    with pytest.warns(UserWarning, match="lstm_layer"):
-        out = cf(x, h, c)
-    _close(out, cell(x, (h, c))[0].sum())
+    for _ in range(2):
+        cell.zero_grad()
+        cf(x, h, c).backward()
+        gc = _grads(cell)
+        cell.zero_grad()
+        cell(x, (h, c))[0].pow(2).sum().backward()
+        for a, b in zip(gc, _grads(cell), strict=True):
+            _close(a, b)
+    assert cf.fallbacks == 0
 
 
 def test_data_dependent_branch_guard_and_explain():
@@ -370,3 +377,28 @@ def test_compiled_module_behaves_like_module():
     # a replaced parameter is seen (guard on the module's parameters)
     lin.weight = nn.Parameter(dg.zeros(2, 3))
     _close(cm(x), lin(x), 1e-6)
+
+
+def test_nested_compiled_function_is_inlined():
+    w = dg.randn(3, dtype=dg.float64, requires_grad=True)
+    inner = dg.compile(lambda x: x * w)
+    inner(dg.ones(3, dtype=dg.float64))
+    outer = dg.compile(lambda x: inner(x).sum())
+    for v in (1.0, 2.0, 3.0):
+        x = dg.full((3,), v, dtype=dg.float64)
+        _close(outer(x), (x * w).sum())
+    w.grad = None
+    outer(dg.ones(3, dtype=dg.float64)).backward()
+    _close(w.grad, dg.ones(3, dtype=dg.float64))
+
+
+def test_input_mutation_is_replayed():
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    cf = dg.compile(f)
+    a, b = dg.ones(3), dg.ones(3)
+    for _ in range(3):
+        _close(cf(a), f(b), 1e-6)
+    _close(a, b, 1e-6)

@@ -308,6 +308,9 @@ class CompiledFunction:
         return functools.partial(self.__call__, obj)
 
     def __call__(self, *args, **kwargs):
+        if STATE.interpreter is not None:
+            # called while another function is being captured (or profiled): inline it
+            return self.fn(*args, **kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):
             leaves = list(args)
             struct = ("fast",)

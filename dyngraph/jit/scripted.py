@@ -46,6 +46,8 @@ class ScriptedGraph:
         return f"<ScriptedGraph {self.name}: {len(self.graph.nodes)} nodes>"
 
     def __call__(self, *args, **kwargs):
+        if STATE.interpreter is not None:
+            return self.fn(*args, **kwargs)   # inside another capture: inline the Python code
         if not kwargs and all(type(a) is Tensor for a in args):
             leaves, struct = list(args), ("fast",)
         else:

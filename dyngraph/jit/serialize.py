@@ -219,7 +219,12 @@ class LoadedGraph:
         return str(self.graph)
 
     def __call__(self, *inputs):
+        from ..autograd.grad_mode import STATE  # noqa: PLC0415
         from .tracer import unflatten  # noqa: PLC0415
+
+        interp = STATE.interpreter
+        if interp is not None and hasattr(interp, "stop"):
+            interp.stop(f"the loaded graph {self.name} cannot be captured inside another graph")
 
         arrays = []
         for i, (x, vid) in enumerate(zip(inputs, self.graph.inputs, strict=False)):
