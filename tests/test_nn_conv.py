@@ -114,6 +114,10 @@ CASES = [
     ("Upsample", dict(scale_factor=3, mode="linear"), (2, 2, 4)),
     ("UpsamplingNearest2d", dict(size=(4, 5)), (1, 1, 3, 3)),
     ("UpsamplingBilinear2d", dict(scale_factor=2), (1, 1, 3, 2)),
+    ("Unfold", dict(kernel_size=(2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), (2, 3, 6, 7)),
+    ("Fold", dict(output_size=(5, 6), kernel_size=2, padding=1, stride=2), (2, 12, 12)),
+    ("PixelShuffle", dict(upscale_factor=2), (2, 8, 3, 4)),
+    ("PixelUnshuffle", dict(downscale_factor=2), (2, 2, 4, 6)),
 ]
 
 

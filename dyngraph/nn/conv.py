@@ -22,7 +22,7 @@ from ._conv_common import check_spatial_input
 from ._factory import new_param
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "Unfold", "Fold"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -212,3 +212,41 @@ class ConvTranspose2d(_ConvTranspose):
     """
 
     _nd = 2
+
+
+class Unfold(Module):
+    """Extract sliding local blocks (im2col), PyTorch's ``nn.Unfold``."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.dilation = dilation
+        self.padding = padding
+        self.stride = stride
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return C.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return ("kernel_size={kernel_size}, dilation={dilation}, padding={padding}, "
+                "stride={stride}").format(**self.__dict__)
+
+
+class Fold(Module):
+    """Combine sliding local blocks into an image, summing overlaps (col2im), ``nn.Fold``."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size = output_size
+        self.kernel_size = kernel_size
+        self.dilation = dilation
+        self.padding = padding
+        self.stride = stride
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return C.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self) -> str:
+        return ("output_size={output_size}, kernel_size={kernel_size}, dilation={dilation}, "
+                "padding={padding}, stride={stride}").format(**self.__dict__)

@@ -21,11 +21,13 @@ from ..ops.conv import (
     conv3d,
     conv_transpose1d,
     conv_transpose2d,
+    fold,
     interpolate,
     max_pool1d,
     max_pool1d_with_indices,
     max_pool2d,
     max_pool2d_with_indices,
+    unfold,
 )
 
 __all__ = [
@@ -33,7 +35,8 @@ __all__ = [
     "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d",
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
-    "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
+    "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "unfold", "fold",
+    "pixel_shuffle", "pixel_unshuffle",
 ]
 
 
@@ -58,3 +61,38 @@ def upsample_nearest(input, size=None, scale_factor=None):  # noqa: A002
 
 def upsample_bilinear(input, size=None, scale_factor=None):  # noqa: A002
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor: int):  # noqa: A002
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r) (PyTorch's sub-pixel rearrangement)."""
+    from ..ops.shape import permute, reshape  # noqa: PLC0415
+
+    r = int(upscale_factor)
+    shape = tuple(input.shape)
+    if len(shape) < 3 or shape[-3] % (r * r):
+        raise RuntimeError(
+            f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+            f"of upscale_factor, but input.size(-3)={shape[-3] if len(shape) >= 3 else None} is not "
+            f"divisible by {r * r} (input shape {list(shape)})")
+    lead, (c, h, w) = shape[:-3], shape[-3:]
+    n = len(lead)
+    x = reshape(input, lead + (c // (r * r), r, r, h, w))
+    x = permute(x, *range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return reshape(x, lead + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor: int):  # noqa: A002
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of :func:`pixel_shuffle`."""
+    from ..ops.shape import permute, reshape  # noqa: PLC0415
+
+    r = int(downscale_factor)
+    shape = tuple(input.shape)
+    if len(shape) < 3 or shape[-2] % r or shape[-1] % r:
+        raise RuntimeError(
+            f"pixel_unshuffle expects height and width to be divisible by downscale_factor={r}, "
+            f"got input shape {list(shape)}")
+    lead, (c, h, w) = shape[:-3], shape[-3:]
+    n = len(lead)
+    x = reshape(input, lead + (c, h // r, r, w // r, r))
+    x = permute(x, *range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return reshape(x, lead + (c * r * r, h // r, w // r))

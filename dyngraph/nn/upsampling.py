@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from ..ops.conv import interpolate
 from ..tensor import Tensor
+from .functional_conv import pixel_shuffle, pixel_unshuffle
 from .module import Module
 
-__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle"]
 
 
 class Upsample(Module):
@@ -69,3 +70,31 @@ class UpsamplingBilinear2d(Upsample):
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class PixelShuffle(Module):
+    """Rearrange (*, C * r^2, H, W) into (*, C, H * r, W * r) (sub-pixel convolution upsampling)."""
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """The inverse of :class:`PixelShuffle`."""
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

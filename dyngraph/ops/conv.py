@@ -215,6 +215,115 @@ conv_weight_p.defvjp(
 
 
 # ---------------------------------------------------------------------------
+# unfold (im2col) and fold (col2im): linear maps, each other's adjoint
+# ---------------------------------------------------------------------------
+
+@primitive("unfold", meta=True)
+def unfold_p(x, kernel_size=(1, 1), dilation=(1, 1), padding=((0, 0), (0, 0)), stride=(1, 1)):
+    """Sliding blocks of ``x`` (N, C, H, W) as columns (N, C * kH * kW, L)."""
+    out = _conv_out(x.shape[2:], kernel_size, stride, padding, dilation)
+    cols = np.ascontiguousarray(_windows(_pad(x, padding), kernel_size, stride, dilation, out))
+    return cols.reshape(x.shape[0], x.shape[1] * _prod(kernel_size), _prod(out))
+
+
+@primitive("fold", meta=True)
+def fold_p(cols, output_size=(1, 1), kernel_size=(1, 1), dilation=(1, 1),
+           padding=((0, 0), (0, 0)), stride=(1, 1)):
+    """Sum columns (N, C * kH * kW, L) back into an (N, C, *output_size) image (col2im)."""
+    nd = len(kernel_size)
+    blocks = _conv_out(output_size, kernel_size, stride, padding, dilation)
+    n = cols.shape[0]
+    c = cols.shape[1] // _prod(kernel_size)
+    full = tuple(output_size[i] + padding[i][0] + padding[i][1] for i in range(nd))
+    buf = np.zeros((n, c) + full, dtype=cols.dtype)
+    dc = cols.reshape((n, c) + tuple(kernel_size) + blocks)
+    for off in itertools.product(*(range(k) for k in kernel_size)):
+        sl = tuple(slice(o * dilation[i], o * dilation[i] + stride[i] * (blocks[i] - 1) + 1, stride[i])
+                   for i, o in enumerate(off))
+        buf[(slice(None), slice(None)) + sl] += dc[(slice(None), slice(None)) + off]
+    crop = tuple(slice(padding[i][0], padding[i][0] + output_size[i]) for i in range(nd))
+    return np.ascontiguousarray(buf[(slice(None), slice(None)) + crop])
+
+
+unfold_p.defvjp(lambda g, out, x, **kw: fold_p(g, output_size=tuple(x.shape[2:]), **kw))
+fold_p.defvjp(lambda g, out, cols, output_size, **kw: unfold_p(g, **kw))
+
+
+def _fold_params(op, kernel_size, dilation, padding, stride):
+    k = _tuple(kernel_size, 2, "kernel_size", op)
+    d = _tuple(dilation, 2, "dilation", op)
+    p = _tuple(padding, 2, "padding", op)
+    s = _tuple(stride, 2, "stride", op)
+    if any(v <= 0 for v in k + d + s) or any(v < 0 for v in p):
+        raise RuntimeError(
+            f"{op}: kernel_size, dilation and stride must be positive and padding non-negative "
+            f"(kernel_size={k}, dilation={d}, padding={p}, stride={s})")
+    return {"kernel_size": k, "dilation": d, "padding": tuple((v, v) for v in p), "stride": s}
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Extract sliding local blocks: (N, C, H, W) -> (N, C * prod(kernel_size), L) (im2col).
+
+    >>> dg.nn.functional.unfold(dg.randn(1, 2, 4, 4), 2).shape
+    dyngraph.Size([1, 8, 9])
+    """
+    op = "unfold"
+    input = as_tensor_arg(input, op)
+    if input._data.ndim not in (3, 4):
+        raise NotImplementedError(
+            f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got {input._data.ndim}D "
+            f"input of shape {list(input.shape)})")
+    input, added = _batchify(op, input, 2)
+    params = _fold_params(op, kernel_size, dilation, padding, stride)
+    out = _conv_out(_size(input)[2:], params["kernel_size"], params["stride"], params["padding"],
+                    params["dilation"])
+    if any(v <= 0 for v in out):
+        raise RuntimeError(
+            f"{op}: the kernel (with dilation) does not fit in the padded input of shape "
+            f"{list(input.shape)}")
+    return _unbatch(bind(unfold_p, (input,), params), added)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Combine sliding blocks (N, C * prod(kernel_size), L) into (N, C, *output_size), summing overlaps.
+
+    >>> x = dg.randn(1, 2, 4, 4)
+    >>> F = dg.nn.functional
+    >>> F.fold(F.unfold(x, 2, stride=2), (4, 4), 2, stride=2).shape
+    dyngraph.Size([1, 2, 4, 4])
+    """
+    op = "fold"
+    input = as_tensor_arg(input, op)
+    if input._data.ndim not in (2, 3):
+        raise NotImplementedError(
+            f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
+            f"(got {input._data.ndim}D input of shape {list(input.shape)})")
+    added = input._data.ndim == 2
+    if added:
+        from .shape import reshape  # noqa: PLC0415
+
+        input = reshape(input, (1,) + _size(input))
+    params = _fold_params(op, kernel_size, dilation, padding, stride)
+    osize = _tuple(output_size, 2, "output_size", op)
+    kk = _prod(params["kernel_size"])
+    blocks = _conv_out(osize, params["kernel_size"], params["stride"], params["padding"],
+                       params["dilation"])
+    n, ckk, L = _size(input)
+    if ckk % kk:
+        raise RuntimeError(
+            f"{op}: Expected size of input's dimension 1 to be divisible by the product of "
+            f"kernel_size, but got input.size(1)={ckk} and kernel_size={params['kernel_size']}")
+    if L != _prod(blocks):
+        raise RuntimeError(
+            f"{op}: Given output_size={osize}, kernel_size={params['kernel_size']}, "
+            f"dilation={params['dilation']}, padding={tuple(p for p, _ in params['padding'])}, "
+            f"stride={params['stride']}, expected size of input's dimension 2 to match the calculated "
+            f"number of sliding blocks {blocks[0]} * {blocks[1]} = {_prod(blocks)}, but got "
+            f"input.size(2)={L}.")
+    return _unbatch(bind(fold_p, (input,), dict(params, output_size=osize)), added)
+
+
+# ---------------------------------------------------------------------------
 # argument handling shared by the public functions
 # ---------------------------------------------------------------------------
 

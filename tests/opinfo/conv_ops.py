@@ -84,6 +84,10 @@ OPS = [
            _s((1, 2, 3, 2))),
     OpInfo("interpolate_bilinear_align", lambda m, x: _F(m).interpolate(
         x, scale_factor=2, mode="bilinear", align_corners=True), _s((1, 1, 3, 2))),
+    OpInfo("unfold", lambda m, x: _F(m).unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=2),
+           _s((1, 2, 4, 5))),
+    OpInfo("fold", lambda m, x: _F(m).fold(x, (4, 5), (2, 3), dilation=(1, 2), padding=1, stride=2),
+           _s((1, 12, 6))),
     OpInfo("interpolate_linear", lambda m, x: _F(m).interpolate(x, scale_factor=1.5, mode="linear"),
            _s((2, 1, 4))),
 ]
