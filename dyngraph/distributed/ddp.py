@@ -166,6 +166,14 @@ class DistributedDataParallel(Module):
             object.__setattr__(self, "_callback_queued", True)
             queue_callback(self._finish)
         self._mark(p, p._grad)
+        self._progress()
+
+    def _progress(self) -> None:
+        # MPI libraries usually advance non-blocking collectives only inside MPI
+        # calls: test the launched requests so communication proceeds during backward.
+        launched = [b.request for b in self._buckets[:self._next_launch] if b.request is not None]
+        if launched:
+            C._mpi().Request.Testall(launched)
 
     def _mark(self, p, grad) -> None:
         bi, pi = self._where[id(p)]
