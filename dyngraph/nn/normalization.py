@@ -76,9 +76,9 @@ class RMSNorm(Module):
         if self.elementwise_affine:
             ones_(self.weight)
 
-    def forward(self, input):  # noqa: A002
-        check_input(input)
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+    def forward(self, x):
+        check_input(x)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "

@@ -48,7 +48,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     """Scale gradients by ``max_norm / (total_norm + 1e-6)`` when that is below 1."""
     grads = _grads(parameters)
     coef = float(max_norm) / (float(total_norm.item()) + 1e-6)
-    if coef < 1.0:
+    if not coef >= 1.0:  # a nan/inf total norm scales by nan, as PyTorch
         for g in grads:
             g._data *= g._data.dtype.type(coef)
             if g._vc is not None:
