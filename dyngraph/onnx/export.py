@@ -115,7 +115,8 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     with no_grad():
         cap = capture(model, args, {}, build_backward=False)
     if cap.reason is not None:
-        raise RuntimeError(f"dg.onnx.export({name}): the model cannot be captured: {cap.reason}")
+        hint = (" (call model.eval() first if it uses dropout)" if "random" in cap.reason else "")
+        raise RuntimeError(f"dg.onnx.export({name}): the model cannot be captured: {cap.reason}{hint}")
     if cap.effects:
         raise RuntimeError(f"dg.onnx.export({name}): the model modifies tensors in place "
                            "(buffers, .grad); only pure forward computations can be exported")
