@@ -568,7 +568,7 @@ def _parse_einsum(equation: str, shapes: list) -> tuple[str, list]:
                 raise ValueError(f"einsum(): operand {i} has {len(shp)} dims, too few for "
                                  f"subscripts {s!r}")
             s = s.replace("...", ell[n_ell - k:] if k else "")
-        if len(s) != len(shp) or not s.isalpha():
+        if len(s) != len(shp) or not all(c.isalpha() for c in s):
             raise ValueError(
                 f"einsum(): the number of subscripts in the equation ({len(s)}) does not match "
                 f"the number of dimensions ({len(shp)}) for operand {i} (subscripts {subs[i]!r}, "

@@ -673,8 +673,10 @@ def _var_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
     shape = tuple(x.shape)
     dof = _count(shape, dim) - correction
     centred = x - mean_p(x, dim=dim, keepdim=True)
-    scale = 2.0 / dof if dof > 0 else float("inf")  # PyTorch clamps the dof at 0
-    return _keep(g, shape, dim, keepdim) * (centred * scale)
+    if dof > 0:
+        return _keep(g, shape, dim, keepdim) * (centred * (2.0 / dof))
+    with np.errstate(invalid="ignore", divide="ignore"):  # PyTorch clamps the dof at 0: inf/NaN
+        return _keep(g, shape, dim, keepdim) * (centred * float("inf"))
 
 
 var_p.defvjp(_var_vjp)

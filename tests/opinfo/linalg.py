@@ -64,6 +64,8 @@ EINSUMS = [
     ("diag_times", "ii,i->i", (3, 3), (3,)),
     ("bilinear", "bn,anm,bm->ba", (2, 3), (2, 3, 4), (2, 4)),
     ("size1_bcast", "ij,ij->ij", (2, 1), (2, 3)),
+    ("scalar_operand", ",ij->ji", (), (2, 3)),
+    ("all_scalar", ",->", (), ()),
 ]
 
 
