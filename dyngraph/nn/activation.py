@@ -35,6 +35,8 @@ class ReLU(Module):
 
 
 class ReLU6(Module):
+    """``min(max(0, x), 6)``."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -47,6 +49,8 @@ class ReLU6(Module):
 
 
 class Hardtanh(Module):
+    """Clamp to ``[min_val, max_val]``."""
+
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
         if min_val > max_val:
@@ -64,6 +68,8 @@ class Hardtanh(Module):
 
 
 class LeakyReLU(Module):
+    """``x`` if ``x > 0`` else ``negative_slope * x``."""
+
     def __init__(self, negative_slope: float = 1e-2, inplace: bool = False):
         super().__init__()
         self.negative_slope = negative_slope
@@ -77,6 +83,8 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha = alpha
@@ -90,6 +98,8 @@ class ELU(Module):
 
 
 class CELU(Module):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha = alpha
@@ -103,6 +113,8 @@ class CELU(Module):
 
 
 class SELU(Module):
+    """Self-normalising ELU."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -115,6 +127,8 @@ class SELU(Module):
 
 
 class GELU(Module):
+    """Gaussian error linear unit (``approximate='none'`` or ``'tanh'``)."""
+
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = approximate
@@ -127,6 +141,8 @@ class GELU(Module):
 
 
 class SiLU(Module):
+    """``x * sigmoid(x)``."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -139,6 +155,8 @@ class SiLU(Module):
 
 
 class Mish(Module):
+    """``x * tanh(softplus(x))``."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -151,6 +169,8 @@ class Mish(Module):
 
 
 class Hardswish(Module):
+    """``x * relu6(x + 3) / 6``."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -160,6 +180,8 @@ class Hardswish(Module):
 
 
 class Hardsigmoid(Module):
+    """``relu6(x + 3) / 6``."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -169,31 +191,43 @@ class Hardsigmoid(Module):
 
 
 class Sigmoid(Module):
+    """``1 / (1 + exp(-x))``."""
+
     def forward(self, input):  # noqa: A002
         return E.sigmoid(input)
 
 
 class Tanh(Module):
+    """Hyperbolic tangent."""
+
     def forward(self, input):  # noqa: A002
         return E.tanh(input)
 
 
 class LogSigmoid(Module):
+    """``log(sigmoid(x))``, stable."""
+
     def forward(self, input):  # noqa: A002
         return F.logsigmoid(input)
 
 
 class Softsign(Module):
+    """``x / (1 + |x|)``."""
+
     def forward(self, input):  # noqa: A002
         return F.softsign(input)
 
 
 class Tanhshrink(Module):
+    """``x - tanh(x)``."""
+
     def forward(self, input):  # noqa: A002
         return F.tanhshrink(input)
 
 
 class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``."""
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta = beta
@@ -207,6 +241,8 @@ class Softplus(Module):
 
 
 class Softshrink(Module):
+    """Soft thresholding by ``lambd``."""
+
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
@@ -219,6 +255,8 @@ class Softshrink(Module):
 
 
 class Hardshrink(Module):
+    """Zero where ``|x| <= lambd``."""
+
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
@@ -231,6 +269,8 @@ class Hardshrink(Module):
 
 
 class Threshold(Module):
+    """``x`` if ``x > threshold`` else ``value``."""
+
     def __init__(self, threshold: float, value: float, inplace: bool = False):
         super().__init__()
         self.threshold = threshold
@@ -246,6 +286,8 @@ class Threshold(Module):
 
 
 class GLU(Module):
+    """Gated linear unit: ``a * sigmoid(b)`` of the two halves along ``dim``."""
+
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
@@ -258,6 +300,8 @@ class GLU(Module):
 
 
 class RReLU(Module):
+    """Leaky ReLU with random slopes in training, their mean in evaluation."""
+
     def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
         super().__init__()
         self.lower = lower
@@ -288,11 +332,15 @@ class Softmax(_SoftmaxBase):
 
 
 class LogSoftmax(_SoftmaxBase):
+    """``log(softmax(x))`` along ``dim``, stable."""
+
     def forward(self, input):  # noqa: A002
         return F.log_softmax(input, self.dim)
 
 
 class Softmin(_SoftmaxBase):
+    """``softmax(-x)`` along ``dim``."""
+
     def forward(self, input):  # noqa: A002
         return F.softmin(input, self.dim)
 

@@ -34,6 +34,8 @@ class Dropout(_DropoutNd):
 
 
 class Dropout1d(_DropoutNd):
+    """Zero whole channels of ``(N, C, L)`` inputs in training."""
+
     def forward(self, input):  # noqa: A002
         return F.dropout1d(input, self.p, self.training, self.inplace)
 
@@ -46,6 +48,8 @@ class Dropout2d(_DropoutNd):
 
 
 class Dropout3d(_DropoutNd):
+    """Zero whole channels of ``(N, C, D, H, W)`` inputs in training."""
+
     def forward(self, input):  # noqa: A002
         return F.dropout3d(input, self.p, self.training, self.inplace)
 
@@ -58,5 +62,7 @@ class AlphaDropout(_DropoutNd):
 
 
 class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels."""
+
     def forward(self, input):  # noqa: A002
         return F.feature_alpha_dropout(input, self.p, self.training)

@@ -200,30 +200,36 @@ def relu(input, inplace: bool = False):  # noqa: A002
 
 
 def relu_(input):  # noqa: A002
+    """In-place ``relu``."""
     return relu(input, inplace=True)
 
 
 def relu6(input, inplace: bool = False):  # noqa: A002
+    """``min(max(0, x), 6)``."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+    """``x`` if ``x > 0`` else ``negative_slope * x``."""
     if inplace:
         return _inplace_graph(input, lambda s: E.leaky_relu(s, negative_slope), "leaky_relu_")
     return E.leaky_relu(input, negative_slope)
 
 
 def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
+    """In-place ``leaky_relu``."""
     return leaky_relu(input, negative_slope, True)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
     if inplace:
         return _inplace_graph(input, lambda s: E.elu(s, alpha), "elu_")
     return E.elu(input, alpha)
 
 
 def elu_(input, alpha: float = 1.0):  # noqa: A002
+    """In-place ``elu``."""
     return elu(input, alpha, True)
 
 
@@ -246,12 +252,18 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
 
 
 def gelu(input, approximate: str = "none"):  # noqa: A002
+    """Gaussian error linear unit, exact (``'none'``) or the ``'tanh'`` approximation.
+
+    >>> F.gelu(dg.tensor([0.0]))
+    tensor([0.])
+    """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return E.gelu(input, approximate)
 
 
 def silu(input, inplace: bool = False):  # noqa: A002
+    """``x * sigmoid(x)`` (swish)."""
     return E.silu(input)
 
 
@@ -261,14 +273,17 @@ def mish(input, inplace: bool = False):  # noqa: A002
 
 
 def sigmoid(input):  # noqa: A002
+    """``1 / (1 + exp(-x))``."""
     return E.sigmoid(input)
 
 
 def tanh(input):  # noqa: A002
+    """Hyperbolic tangent."""
     return E.tanh(input)
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):  # noqa: A002
+    """``log(1 + exp(beta * x)) / beta`` (linear above ``threshold``)."""
     return E.softplus(input, beta, threshold)
 
 
@@ -280,6 +295,7 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+    """Clamp to ``[min_val, max_val]``."""
     if min_val > max_val:
         raise ValueError("hardtanh: min_val cannot be greater than max_val")
     if inplace:
@@ -288,6 +304,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 
 
 def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
+    """In-place ``hardtanh``."""
     return hardtanh(input, min_val, max_val, True)
 
 
@@ -326,18 +343,22 @@ def logsigmoid(input):  # noqa: A002
 
 
 def softsign(input):  # noqa: A002
+    """``x / (1 + |x|)``."""
     return input / (E.abs(input) + 1.0)
 
 
 def tanhshrink(input):  # noqa: A002
+    """``x - tanh(x)``."""
     return input - E.tanh(input)
 
 
 def softshrink(input, lambd: float = 0.5):  # noqa: A002
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     return E.where(input > lambd, input - lambd, E.where(input < -lambd, input + lambd, input * 0.0))
 
 
 def hardshrink(input, lambd: float = 0.5):  # noqa: A002
+    """``x`` where ``|x| > lambd``, else 0."""
     return E.where((input > lambd) | (input < -lambd), input, input * 0.0)
 
 
@@ -603,6 +624,7 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
 
 
 def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Zero whole channels of an ``(N, C, D, H, W)`` input."""
     return _feature_dropout(input, p, training, inplace, "dropout3d", 4)
 
 
@@ -628,6 +650,7 @@ def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool =
 
 
 def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):  # noqa: A002
+    """Alpha dropout of whole channels."""
     s = input._data.shape
     return _alpha_dropout(input, p, training, s[:2] + (1,) * (len(s) - 2))
 

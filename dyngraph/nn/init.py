@@ -126,15 +126,18 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
+    """Fill with ``val``."""
     _check(tensor, "constant_")
     return _write(tensor, val)
 
 
 def ones_(tensor: Tensor) -> Tensor:
+    """Fill with ones."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor: Tensor) -> Tensor:
+    """Fill with zeros."""
     return constant_(tensor, 0.0)
 
 

@@ -48,6 +48,8 @@ class MSELoss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
+    """Quadratic below ``beta``, linear above."""
+
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -57,6 +59,8 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """Quadratic below ``delta``, linear above."""
+
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
         super().__init__(reduction=reduction)
         self.delta = delta
@@ -127,6 +131,8 @@ class KLDivLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_Loss):
+    """Pulls pairs together (target 1) or apart beyond ``margin`` (target -1)."""
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
                  reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -138,6 +144,8 @@ class CosineEmbeddingLoss(_Loss):
 
 
 class MarginRankingLoss(_Loss):
+    """``max(0, -y * (x1 - x2) + margin)``."""
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
                  reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -149,11 +157,15 @@ class MarginRankingLoss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    """``log(1 + exp(-y * x))``."""
+
     def forward(self, input, target):  # noqa: A002
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class HingeEmbeddingLoss(_Loss):
+    """``x`` for ``y = 1``, ``max(0, margin - x)`` for ``y = -1``."""
+
     def __init__(self, margin: float = 1.0, size_average=None, reduce=None,
                  reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -164,6 +176,8 @@ class HingeEmbeddingLoss(_Loss):
 
 
 class PoissonNLLLoss(_Loss):
+    """Poisson negative log-likelihood."""
+
     def __init__(self, log_input: bool = True, full: bool = False, size_average=None,
                  eps: float = 1e-8, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -177,6 +191,8 @@ class PoissonNLLLoss(_Loss):
 
 
 class GaussianNLLLoss(_Loss):
+    """Gaussian negative log-likelihood with predicted variance."""
+
     def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
         super().__init__(None, None, reduction)
         self.full = full
@@ -188,6 +204,8 @@ class GaussianNLLLoss(_Loss):
 
 
 class TripletMarginLoss(_Loss):
+    """``max(d(a, p) - d(a, n) + margin, 0)``."""
+
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
                  size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -202,6 +220,8 @@ class TripletMarginLoss(_Loss):
 
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Per-class logistic loss averaged over classes."""
+
     def forward(self, input, target):  # noqa: A002
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
                                              reduction=self.reduction)

@@ -232,6 +232,8 @@ class BatchNorm2d(_BatchNorm):
 
 
 class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of ``(N, C, D, H, W)`` inputs."""
+
     _dims = (5,)
 
 
@@ -254,18 +256,26 @@ class _InstanceNorm(_NormBase):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, L)`` or ``(C, L)`` inputs."""
+
     _dims = (2, 3)
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+
     _dims = (3, 4)
 
 
 class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of 5-D (or unbatched 4-D) inputs."""
+
     _dims = (4, 5)
 
 
 class LocalResponseNorm(Module):
+    """Normalise each channel by its neighbours' energy."""
+
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
         super().__init__()
         self.size = size

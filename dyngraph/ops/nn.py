@@ -58,6 +58,7 @@ def _sum_keep(a, dim):
 
 @primitive("log_softmax", promote="float", save_output=True)
 def log_softmax_p(x, dim=-1):
+    """Primitive: stable ``log_softmax`` along ``dim`` (arrays)."""
     if x.size == 0:
         return x.copy()
     shifted = _shifted(x, dim)
@@ -74,6 +75,7 @@ log_softmax_p.defvjp(_log_softmax_vjp)
 
 @primitive("softmax", promote="float", save_output=True)
 def softmax_p(x, dim=-1):
+    """Primitive: stable ``softmax`` along ``dim`` (arrays)."""
     if x.size == 0:
         return x.copy()
     e = np.exp(_shifted(x, dim))
@@ -144,6 +146,7 @@ install({
 
 @primitive("linear", promote="same", save_inputs=True)
 def linear_p(x, w, b=None):
+    """Primitive: ``x @ w.T + b``."""
     out = np.matmul(x, w.T)
     if b is not None:
         out += b
@@ -203,6 +206,7 @@ def linear(input, weight, bias=None):  # noqa: A002
 
 @primitive("layer_norm", save_inputs=True)
 def layer_norm_p(x, w=None, b=None, ndim=1, eps=1e-5):
+    """Primitive: normalise over the last ``ndim`` dimensions, then ``* w + b``."""
     dims = tuple(range(x.ndim - ndim, x.ndim))
     xc = x - x.mean(axis=dims, keepdims=True)
     y = xc * (1.0 / np.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps))
@@ -246,11 +250,13 @@ layer_norm_p.defvjp(_ln_vjp_x, _ln_vjp_w, _ln_vjp_b)
 
 @primitive("embedding", save_inputs=True, nondiff_argnums=(1,))
 def embedding_p(weight, indices, padding_idx=-1, scale_grad_by_freq=False):
+    """Primitive: rows ``weight[indices]``."""
     return weight[indices]
 
 
 @primitive("embedding_backward", save_inputs=True, nondiff_argnums=(1,))
 def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_by_freq=False):
+    """Primitive: scatter-add of ``g`` rows into a ``(num_weights, ...)`` table."""
     flat = indices.reshape(-1)
     gf = g.reshape(flat.size, -1)
     out = np.zeros((num_weights, gf.shape[1]), dtype=g.dtype)
@@ -377,6 +383,7 @@ def _reduce_losses(losses, w, reduction, dtype):
 
 @primitive("nll_loss", save_inputs=True, nondiff_argnums=(1, 2))
 def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
+    """Primitive: ``-w[t] * logp[n, t]`` reduced (class dimension 1)."""
     w, safe = _nll_terms(target, weight, ignore_index, logp.dtype)
     return _reduce_losses(-w * _pick(logp, safe), w, reduction, logp.dtype)
 
