@@ -112,6 +112,8 @@ CASES = [
     ("Upsample", dict(size=(5, 7), mode="bilinear"), (2, 1, 3, 4)),
     ("Upsample", dict(scale_factor=1.5, mode="bilinear", align_corners=True), (1, 2, 4, 3)),
     ("Upsample", dict(scale_factor=3, mode="linear"), (2, 2, 4)),
+    ("Upsample", dict(size=(3, 4), mode="area"), (1, 2, 7, 9)),
+    ("Upsample", dict(scale_factor=0.5, mode="area"), (1, 2, 6, 8)),
     ("UpsamplingNearest2d", dict(size=(4, 5)), (1, 1, 3, 3)),
     ("UpsamplingBilinear2d", dict(scale_factor=2), (1, 1, 3, 2)),
     ("Unfold", dict(kernel_size=(2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), (2, 3, 6, 7)),

@@ -973,15 +973,15 @@ def _linear_matrix(n_in, n_out, scale, align_corners, dtype):
     return Tensor._make(m.astype(dtype), False, None, 0)
 
 
-_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2, "trilinear": 3}
+_MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 2, "trilinear": 3}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
     """Resize ``(N, C, L)`` / ``(N, C, H, W)`` inputs; PyTorch's index and weight rules.
 
-    Modes: ``'nearest'``, ``'nearest-exact'``, ``'linear'`` (3-D input) and
-    ``'bilinear'`` (4-D input), with ``align_corners`` both ways.
+    Modes: ``'nearest'``, ``'nearest-exact'``, ``'area'``, ``'linear'`` (3-D input)
+    and ``'bilinear'`` (4-D input), with ``align_corners`` both ways.
 
     >>> dg.nn.functional.interpolate(dg.randn(1, 3, 4, 4), scale_factor=2, mode='bilinear').shape
     dyngraph.Size([1, 3, 8, 8])
@@ -998,7 +998,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(
             f"{op}: mode {mode!r} needs a {_MODES[mode] + 2}-D input, got a {nd + 2}-D input of "
             f"shape {list(input.shape)}")
-    if mode.startswith("nearest") and align_corners is not None:
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError(
             f"{op}: align_corners option can only be set with the interpolating modes: linear | "
             "bilinear | bicubic | trilinear")
@@ -1019,6 +1019,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scales = (None,) * nd if recompute_scale_factor else tuple(float(v) for v in sf)
     if any(o <= 0 for o in out):
         raise ValueError(f"{op}: output size {list(out)} must be positive (input {list(input.shape)})")
+    if mode == "area":   # PyTorch: adaptive average pooling to the output size
+        return _adaptive_avg_nd("interpolate", nd, input, out)
     if mode.startswith("nearest"):
         index = tuple(_nearest_index(sp[i], out[i], scales[i], mode == "nearest-exact") for i in range(nd))
         return bind(upsample_nearest_p, (input,), {"index": index})
