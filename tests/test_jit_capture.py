@@ -402,3 +402,39 @@ def test_input_mutation_is_replayed():
     for _ in range(3):
         _close(cf(a), f(b), 1e-6)
     _close(a, b, 1e-6)
+
+
+def test_dropout_in_training_falls_back_to_eager_never_repeats_masks():
+    drop = nn.Dropout(0.5)
+    cf = dg.compile(drop)
+    x = dg.ones(200)
+    with pytest.warns(UserWarning, match="random numbers"):
+        a = cf(x)
+    b = cf(x)
+    assert not np.array_equal(_np(a), _np(b))      # fresh masks: never a replayed constant
+    drop.eval()
+    _close(cf(x), x)
+
+
+def test_train_eval_mode_is_guarded():
+    dg.manual_seed(7)
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).double()
+    cm = dg.compile(model)
+    x = dg.randn(6, 4, dtype=dg.float64)
+    model.eval()
+    _close(cm(x), model(x))
+    model.train()
+    y = cm(x)
+    model.train()
+    _close(y, nn.functional.batch_norm(model[0](x), None, None, model[1].weight, model[1].bias,
+                                       training=True))
+
+    def step(x):
+        return model(x).sum()
+
+    cs = dg.compile(step)
+    model.eval()
+    _close(cs(x), step(x))
+    model.train()
+    _close(cs(x), step(x))          # eval-mode graph not replayed in train mode
+    assert "train()/eval()" in cs.explain()

@@ -110,7 +110,7 @@ class Variant:
         if why is not None:
             return why
         if self.param_ids is not None and module_params is not None and self.param_ids != module_params:
-            return "the module's parameters/buffers are not the captured objects"
+            return "a module's parameters/buffers or train()/eval() mode changed since capture"
         return None
 
     def describe_guards(self) -> list:
@@ -289,17 +289,23 @@ class CompiledFunction:
         self._auto_dyn = {}                          # struct -> set of (pos, dim) that changed
         self._explicit_dyn = dynamic
         self._counter = 0
+        self._mods = None
         if self.module is None:
             functools.update_wrapper(self, fn, updated=())
 
     # -- module identity guard -------------------------------------------------------
     def _module_params(self):
+        """Identity of the module's parameters/buffers and every module's train/eval mode."""
         m = self.module
+        mods = self._mods
+        if mods is None:
+            mods = self._mods = _find_modules(self.fn) if m is None else list(m.modules())
         if m is None:
-            return None
+            return tuple(x.training for x in mods) if mods else None
         ids = [id(p) for p in m.parameters()]
         if hasattr(m, "buffers"):
             ids.extend(id(b) for b in m.buffers())
+        ids.extend(x.training for x in mods)
         return tuple(ids)
 
     def __get__(self, obj, objtype=None):
@@ -469,6 +475,36 @@ class CompiledFunction:
         if pcap.reason is not None or pcap.effects:
             return None
         return (None, _ProbeVariant(pcap), s + 1)
+
+
+def _find_modules(fn) -> list:
+    """Modules a function reaches through its closure and the globals it names (one level)."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return []
+    objs = [c.cell_contents for c in (getattr(f, "__closure__", None) or ()) if _cell_ok(c)]
+    g = getattr(f, "__globals__", {})
+    objs += [g[n] for n in code.co_names if n in g]
+    self_obj = getattr(fn, "__self__", None)
+    if self_obj is not None:
+        objs.append(self_obj)
+    mods, seen = [], set()
+    for o in objs:
+        if hasattr(o, "modules") and hasattr(o, "training") and callable(o.modules):
+            for m in o.modules():
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    mods.append(m)
+    return mods
+
+
+def _cell_ok(c) -> bool:
+    try:
+        c.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
 
 
 class _ProbeVariant:
