@@ -113,6 +113,8 @@ CASES = [
     ("Upsample", dict(scale_factor=1.5, mode="bilinear", align_corners=True), (1, 2, 4, 3)),
     ("Upsample", dict(scale_factor=3, mode="linear"), (2, 2, 4)),
     ("Upsample", dict(size=(3, 4), mode="area"), (1, 2, 7, 9)),
+    ("Upsample", dict(scale_factor=(2, 1.5), mode="bicubic"), (1, 2, 3, 4)),
+    ("Upsample", dict(size=(7, 3), mode="bicubic", align_corners=True), (2, 1, 4, 5)),
     ("Upsample", dict(scale_factor=0.5, mode="area"), (1, 2, 6, 8)),
     ("UpsamplingNearest2d", dict(size=(4, 5)), (1, 1, 3, 3)),
     ("UpsamplingBilinear2d", dict(scale_factor=2), (1, 1, 3, 2)),

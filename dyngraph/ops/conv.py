@@ -973,15 +973,42 @@ def _linear_matrix(n_in, n_out, scale, align_corners, dtype):
     return Tensor._make(m.astype(dtype), False, None, 0)
 
 
-_MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 2, "trilinear": 3}
+def _cubic_matrix(n_in, n_out, scale, align_corners, dtype):
+    """PyTorch's bicubic weights (cubic convolution, A = -0.75, borders clamped) as a matrix."""
+    a = -0.75
+    o = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        src = o * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+    else:
+        s = (n_in / n_out) if scale is None else 1.0 / scale
+        src = (o + 0.5) * s - 0.5          # no clamping at 0 for cubic, as in PyTorch
+    i0 = np.floor(src).astype(np.int64)
+    t = src - i0
+
+    def near(x):   # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):    # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    coeffs = (far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t))
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    rows = np.arange(n_out)
+    for k, c in enumerate(coeffs):
+        np.add.at(m, (rows, np.clip(i0 - 1 + k, 0, n_in - 1)), c)
+    return Tensor._make(m.astype(dtype), False, None, 0)
+
+
+_MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 2, "bicubic": 2,
+          "trilinear": 3}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
     """Resize ``(N, C, L)`` / ``(N, C, H, W)`` inputs; PyTorch's index and weight rules.
 
-    Modes: ``'nearest'``, ``'nearest-exact'``, ``'area'``, ``'linear'`` (3-D input)
-    and ``'bilinear'`` (4-D input), with ``align_corners`` both ways.
+    Modes: ``'nearest'``, ``'nearest-exact'``, ``'area'``, ``'linear'`` (3-D input),
+    ``'bilinear'`` and ``'bicubic'`` (4-D input), with ``align_corners`` both ways.
 
     >>> dg.nn.functional.interpolate(dg.randn(1, 3, 4, 4), scale_factor=2, mode='bilinear').shape
     dyngraph.Size([1, 3, 8, 8])
@@ -1029,7 +1056,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
     ac = bool(align_corners)
     dt = input._data.dtype
-    y = matmul(input, transpose(_linear_matrix(sp[-1], out[-1], scales[-1], ac, dt), 0, 1))
+    make = _cubic_matrix if mode == "bicubic" else _linear_matrix
+    y = matmul(input, transpose(make(sp[-1], out[-1], scales[-1], ac, dt), 0, 1))
     if nd == 2:
-        y = matmul(_linear_matrix(sp[0], out[0], scales[0], ac, dt), y)
+        y = matmul(make(sp[0], out[0], scales[0], ac, dt), y)
     return y
