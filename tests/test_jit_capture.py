@@ -438,3 +438,19 @@ def test_train_eval_mode_is_guarded():
     model.train()
     _close(cs(x), step(x))          # eval-mode graph not replayed in train mode
     assert "train()/eval()" in cs.explain()
+
+
+def test_untraceable_buffer_updates_fall_back_instead_of_being_lost():
+    import copy
+
+    dg.manual_seed(8)
+    m1 = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).double()
+    m2 = copy.deepcopy(m1)
+    cm = dg.compile(m1)
+    with pytest.warns(UserWarning, match="running statistics"):
+        for _ in range(3):
+            x = dg.randn(6, 4, dtype=dg.float64)
+            _close(cm(x), m2(x))
+    _close(m1[1].running_mean, m2[1].running_mean)
+    _close(m1[1].running_var, m2[1].running_var)
+    assert int(m1[1].num_batches_tracked) == int(m2[1].num_batches_tracked) == 3

@@ -351,7 +351,11 @@ class CompiledFunction:
         self.captures += 1
         if len(self.variants) or self.captures > 1:
             self.history.append(reason)
-        cap = capture(self.fn, args, kwargs)
+        watch = []
+        for m in self._mods or ():
+            for store in ("_parameters", "_buffers"):
+                watch.extend(t for t in getattr(m, store, {}).values() if isinstance(t, Tensor))
+        cap = capture(self.fn, args, kwargs, watch=watch)
         grad_mode = STATE.grad_enabled
         self._counter += 1
         name = f"{self.name}_{self._counter}"

@@ -612,9 +612,15 @@ def _rng_state():
     return (id(default_generator.rng), repr(default_generator.rng.bit_generator.state))
 
 
-def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Capture:
-    """Run ``fn(*args, **kwargs)`` under a :class:`Tracer` and return the :class:`Capture`."""
+def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True, watch=()) -> Capture:
+    """Run ``fn(*args, **kwargs)`` under a :class:`Tracer` and return the :class:`Capture`.
+
+    ``watch``: tensors (module parameters and buffers) whose version counters are
+    checked afterwards, so writes the tracer cannot see (raw array updates) make
+    the call uncapturable instead of silently not replayed.
+    """
     cap = Capture()
+    watched = [(t, _version(t)) for t in watch]
     leaves: list = []
     flatten((args, kwargs), leaves)
     tr = Tracer()
@@ -648,6 +654,13 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True) -> Ca
             _unpatch_optimizer()
     cap.results = result
     cap.rng_used = _rng_state() != rng0
+    for t, v0 in watched:
+        if _version(t) != v0 and id(t) not in tr.stepped:
+            ent = tr.env.get(id(t))
+            if ent is None or ent[1] is not t or ent[2] != _version(t):
+                tr.stop(f"a module buffer or parameter of shape {list(t.shape)} was updated in "
+                        "place by code outside primitives (e.g. BatchNorm running statistics)")
+                break
     if not tr.recording:
         cap.reason = tr.reason
         return cap
