@@ -454,3 +454,11 @@ def test_untraceable_buffer_updates_fall_back_instead_of_being_lost():
     _close(m1[1].running_mean, m2[1].running_mean)
     _close(m1[1].running_var, m2[1].running_var)
     assert int(m1[1].num_batches_tracked) == int(m2[1].num_batches_tracked) == 3
+
+
+def test_numpy_array_arguments_run_eagerly():
+    cf = dg.compile(lambda a, x: x * dg.tensor(a))
+    x = dg.ones(2)
+    with pytest.warns(UserWarning, match="NumPy array"):
+        _close(cf(np.array([1.0, 2.0], np.float32), x), dg.tensor([1.0, 2.0]), 1e-6)
+    _close(cf(np.array([3.0, 4.0], np.float32), x), dg.tensor([3.0, 4.0]), 1e-6)

@@ -606,6 +606,16 @@ class Capture:
         self.rng_used = False
 
 
+def _has_ndarray(obj) -> bool:
+    if isinstance(obj, np.ndarray):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_has_ndarray(o) for o in obj)
+    if isinstance(obj, dict):
+        return any(_has_ndarray(o) for o in obj.values())
+    return False
+
+
 def _rng_state():
     from ..random import default_generator  # noqa: PLC0415
 
@@ -620,6 +630,10 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True, watch
     the call uncapturable instead of silently not replayed.
     """
     cap = Capture()
+    if _has_ndarray((args, kwargs)):
+        cap.results = fn(*args, **kwargs)
+        cap.reason = "a NumPy array was passed as an argument (pass a dg.tensor to capture it)"
+        return cap
     watched = [(t, _version(t)) for t in watch]
     leaves: list = []
     flatten((args, kwargs), leaves)

@@ -110,7 +110,8 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
 
     if isinstance(args, (Tensor, np.ndarray)):
         args = (args,)
-    args = tuple(args)
+    args = tuple(Tensor._make(np.asarray(a), False, None, 0) if isinstance(a, np.ndarray) else a
+                 for a in args)
     name = getattr(model, "__name__", type(model).__name__)
     with no_grad():
         cap = capture(model, args, {}, build_backward=False)
