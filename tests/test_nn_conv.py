@@ -157,6 +157,20 @@ def test_max_pool_return_indices_and_conv_transpose_output_size():
     np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_unpool_matches_torch(dtype):
+    x = np.random.default_rng(5).permutation(2 * 2 * 30).reshape(2, 2, 5, 6).astype(dtype)
+    for nd, shape in ((2, None), (2, (5, 7)), (1, None)):
+        xx = x.reshape(2, 2, 30) if nd == 1 else x
+        pool_t = getattr(torch.nn, f"MaxPool{nd}d")(2, stride=2, return_indices=True)
+        vt, it = pool_t(torch.tensor(xx))
+        dmod = getattr(dg.nn, f"MaxUnpool{nd}d")(2, 2)
+        tmod = getattr(torch.nn, f"MaxUnpool{nd}d")(2, 2)
+        assert repr(dmod) == repr(tmod)
+        call = (lambda m, v, i, s=shape: m(v, i, output_size=s)) if shape else (lambda m, v, i: m(v, i))
+        compare_modules(tmod, dmod, [vt.numpy(), it.numpy()], dtype, call=call)
+
+
 def test_default_init_and_parameter_names():
     dg.manual_seed(0)
     conv = dg.nn.Conv2d(3, 8, 3)

@@ -27,6 +27,8 @@ from ..ops.conv import (
     max_pool1d_with_indices,
     max_pool2d,
     max_pool2d_with_indices,
+    max_unpool1d,
+    max_unpool2d,
     unfold,
 )
 
@@ -36,7 +38,7 @@ __all__ = [
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
     "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "unfold", "fold",
-    "pixel_shuffle", "pixel_unshuffle",
+    "pixel_shuffle", "pixel_unshuffle", "max_unpool1d", "max_unpool2d",
 ]
 
 

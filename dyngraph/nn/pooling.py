@@ -14,7 +14,7 @@ from ._conv_common import check_spatial_input
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -159,3 +159,35 @@ class AdaptiveMaxPool2d(_AdaptiveMax):
     def forward(self, input: Tensor):  # noqa: A002
         check_spatial_input(self, input, 2)
         return C.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    _nd = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        nd = self._nd
+        name = type(self).__name__
+        self.kernel_size = C._tuple(kernel_size, nd, "kernel_size", name)
+        self.stride = C._tuple(stride if stride is not None else kernel_size, nd, "stride", name)
+        self.padding = C._tuple(padding, nd, "padding", name)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:  # noqa: A002
+        check_spatial_input(self, input, self._nd)
+        return C._max_unpool_nd(type(self).__name__, self._nd, input, indices, self.kernel_size,
+                                self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """Partial inverse of ``MaxPool1d`` (PyTorch's ``nn.MaxUnpool1d``)."""
+
+    _nd = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """Partial inverse of ``MaxPool2d`` (PyTorch's ``nn.MaxUnpool2d``)."""
+
+    _nd = 2

@@ -573,7 +573,7 @@ def max_pool_p(x, kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), ce
     return vals, idx.astype(np.int64)
 
 
-@primitive("pool_scatter", meta=True, nondiff_argnums=(1,))
+@primitive("pool_scatter", save_inputs=True, nondiff_argnums=(1,))
 def pool_scatter_p(g, idx, in_size=(1,)):
     """Adjoint of ``pool_gather``: add g[..., j] into plane position idx[..., j] (zeros elsewhere)."""
     n, c = g.shape[:2]
@@ -586,7 +586,7 @@ def pool_scatter_p(g, idx, in_size=(1,)):
     return flat.astype(g.dtype, copy=False).reshape((n, c) + tuple(in_size))
 
 
-@primitive("pool_gather", meta=True, nondiff_argnums=(1,))
+@primitive("pool_gather", save_inputs=True, nondiff_argnums=(1,))
 def pool_gather_p(x, idx):
     """x[n, c].flat[idx[n, c, ...]]: values at PyTorch-style pooling indices."""
     n, c = x.shape[:2]
@@ -661,6 +661,56 @@ def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                             return_indices=True):
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def _max_unpool_nd(op, nd, input, indices, kernel_size, stride, padding, output_size):  # noqa: A002
+    input = as_tensor_arg(input, op)
+    indices = as_tensor_arg(indices, op)
+    _check_float(op, input)
+    if indices._data.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: indices must be an integer tensor, got {indices.dtype}")
+    if _size(indices) != _size(input):
+        raise RuntimeError(
+            f"{op}: Expected shape of indices to be same as that of the input tensor "
+            f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+    input, added = _batchify(op, input, nd)
+    indices, _ = _batchify(op, indices, nd)
+    k = _tuple(kernel_size, nd, "kernel_size", op)
+    s = k if stride is None else _tuple(stride, nd, "stride", op)
+    p = _tuple(padding, nd, "padding", op)
+    sp = _size(input)[2:]
+    default = tuple((sp[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
+    if output_size is None:
+        out = default
+    else:
+        out = tuple(int(v) for v in tuple(output_size)[-nd:])
+        for i in range(nd):
+            if not default[i] - s[i] < out[i] < default[i] + s[i]:
+                raise ValueError(
+                    f"{op}: invalid output_size {list(out)} (dim {i} must be between "
+                    f"{default[i] - s[i] + 1} and {default[i] + s[i] - 1})")
+    idx = indices._data
+    if idx.size and (idx.min() < 0 or idx.max() >= _prod(out)):
+        raise RuntimeError(
+            f"{op}: Found an invalid max index: {int(idx.max())} (output volumes are of size "
+            f"{'x'.join(map(str, out))})")
+    y = bind(pool_scatter_p, (input, indices), {"in_size": out})
+    return _unbatch(y, added)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """Partial inverse of :func:`max_pool1d`: values go back to their argmax positions."""
+    return _max_unpool_nd("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """Partial inverse of :func:`max_pool2d` (zeros elsewhere).
+
+    >>> v, i = dg.max_pool2d(dg.randn(1, 1, 4, 4), 2, return_indices=True)
+    >>> dg.nn.functional.max_unpool2d(v, i, 2).shape
+    dyngraph.Size([1, 1, 4, 4])
+    """
+    return _max_unpool_nd("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
 
 
 # ---------------------------------------------------------------------------
