@@ -62,6 +62,9 @@ OPS = [
            _pool_samples((1, 1, 5, 5))),
     OpInfo("max_pool1d_indices", lambda m, x: _F(m).max_pool1d(
         x, 3, stride=2, padding=1, return_indices=True), _pool_samples((2, 2, 7))),
+    OpInfo("max_unpool2d", lambda m, x, i: _F(m).max_unpool2d(x, i, 2),
+           lambda rng, dt: [Sample((randn(rng, (1, 2, 2, 2), dt),
+                                    np.array([[[[5, 2], [12, 15]], [[0, 7], [9, 10]]]], dtype=np.int64)))]),
     OpInfo("avg_pool2d", lambda m, x: _F(m).avg_pool2d(x, 2), _s((1, 2, 4, 4))),
     OpInfo("avg_pool2d_pad_ceil", lambda m, x: _F(m).avg_pool2d(x, 3, 2, 1, ceil_mode=True),
            _s((1, 1, 6, 5))),
