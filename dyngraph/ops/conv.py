@@ -594,10 +594,6 @@ def pool_gather_p(x, idx):
     return np.take_along_axis(flat, idx.reshape(n, c, -1), axis=-1).reshape(idx.shape)
 
 
-def _idx_arr(i):
-    return i._data if isinstance(i, Tensor) else i
-
-
 def _max_pool_vjp(g, out, x, kernel_size, stride, padding, dilation, ceil_mode):
     return pool_scatter_p(g[0], out[1], in_size=tuple(x.shape[2:]))
 
