@@ -469,3 +469,14 @@ def test_numpy_array_arguments_run_eagerly():
     with pytest.warns(UserWarning, match="NumPy array"):
         _close(cf(np.array([1.0, 2.0], np.float32), x), dg.tensor([1.0, 2.0]), 1e-6)
     _close(cf(np.array([3.0, 4.0], np.float32), x), dg.tensor([3.0, 4.0]), 1e-6)
+
+
+def test_modifying_a_saved_input_before_backward_raises():
+    w = dg.randn(3, dtype=dg.float64, requires_grad=True)
+    cf = dg.compile(lambda x: (x * w).sum())
+    x = dg.randn(3, dtype=dg.float64)
+    cf(x)
+    out = cf(x)
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()

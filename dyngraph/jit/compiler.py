@@ -45,6 +45,13 @@ class CompiledBackward:
                 if g is None:
                     shape, dtype = node.out_meta[i]
                     gs[i] = np.zeros(shape, dtype)
+        for t, v in getattr(node, "jit_checks", ()):
+            if (0 if t._vc is None else t._vc[0]) != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: a tensor of shape {list(t.shape)} read by {self.name} "
+                    f"is at version {t._vc[0]}; expected version {v} instead. Hint: clone() it "
+                    "before modifying it, or modify it after backward()")
         return list(self.bwd(*node.saved, *gs))
 
 
@@ -97,6 +104,9 @@ class Variant:
             else:
                 self.out_src.append(None)
         self.n_res = len(cap.residuals)
+        # residuals that are the caller's tensors: their versions are checked in backward
+        self.res_src = [("input", pos_in[v]) if v in pos_in else ("capture", pos_cap[v])
+                        for v in cap.residuals if v in pos_in or v in pos_cap]
         self.diff_pos = {p: k for k, p in enumerate(cap.cotangent_outputs)}
         self._effects_plan = None
         self.bw_prim = CompiledBackward(f"Compiled_{self.name}", self.program.bwd) \
@@ -184,6 +194,12 @@ class Variant:
                 edges.append((t._fn, t._nr))
         node = _ANode(self.bw_prim, {}, tuple(edges))
         node.special = True
+        if self.res_src:
+            checks = []
+            for kind, i in self.res_src:
+                t = leaves[i] if kind == "input" else cap_tensors[i]
+                checks.append((t, 0 if t._vc is None else t._vc[0]))
+            node.jit_checks = checks
         start = len(outs) - self.n_res
         node.saved = outs[start:]
         diff = cap.cotangent_outputs
