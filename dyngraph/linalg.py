@@ -10,6 +10,9 @@ tensor(5.)
 
 from __future__ import annotations
 
+import numpy as np
+
+from .ops import elementwise as _ew
 from .ops import linalg as _lin
 from .ops import reduction as _red
 from .ops._util import as_tensor_arg
@@ -17,7 +20,7 @@ from .tensor import Tensor, _wrap_dim
 
 __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
-    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr",
+    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power",
 ]
 
 vector_norm = _red.vector_norm
@@ -44,6 +47,34 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """Dot product of vectors along ``dim`` (with broadcasting)."""
     return _red.sum(x * y, dim)
+
+
+def matrix_power(A: Tensor, n: int) -> Tensor:  # noqa: N803
+    """``A`` multiplied by itself ``n`` times (``n < 0``: powers of the inverse; ``n = 0``: I).
+
+    Repeated squaring, so ``log2(n)`` products; differentiable through them.
+    """
+    A = as_tensor_arg(A, "linalg.matrix_power")  # noqa: N806
+    if A._data.ndim < 2 or A._data.shape[-1] != A._data.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got "
+                           f"shape {list(A.shape)}")
+    n = int(n)
+    if n == 0:
+        eye = np.broadcast_to(np.eye(A._data.shape[-1], dtype=A._data.dtype), A._data.shape)
+        # the identity, still connected to A (zero gradient, as in PyTorch)
+        return _ew.where(Tensor._make(np.ones((), bool), False, None, 0),
+                         Tensor._make(np.array(eye), False, None, 0), A)
+    if n < 0:
+        A, n = _lin.inverse(A), -n  # noqa: N806
+    result = None
+    base = A
+    while n:
+        if n & 1:
+            result = base if result is None else _lin.matmul(result, base)
+        n >>= 1
+        if n:
+            base = _lin.matmul(base, base)
+    return result
 
 
 def multi_dot(tensors) -> Tensor:

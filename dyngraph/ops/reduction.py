@@ -23,6 +23,7 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
+    "dist",
 ]
 
 
@@ -965,6 +966,27 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A00
     return total / count.to(total.dtype)
 
 
+def dist(input, other, p: float = 2):  # noqa: A002
+    """The ``p``-norm of ``input - other`` (broadcast), as one number.
+
+    >>> dg.dist(dg.tensor([0., 0.]), dg.tensor([3., 4.]))
+    tensor(5.)
+    """
+    return vector_norm(input - other, p)
+
+
+def sum_to_size(input, *size):  # noqa: A002
+    """Sum ``input`` down to ``size`` (the reverse of broadcasting it to ``input.shape``)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = tuple(int(s) for s in size)
+    shape = input._data.shape
+    lead = len(shape) - len(size)
+    if lead < 0 or builtins.any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
+        raise RuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(shape)}")
+    return bind(sum_to_shape_p, (input,), {"shape": size})
+
+
 def _sum_method(self, dim=None, keepdim=False, *, dtype=None, axis=None):
     return sum(self, dim if axis is None else axis, keepdim, dtype=dtype)
 
@@ -994,7 +1016,7 @@ install({
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "aminmax": aminmax,
     "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
     "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),
-    "nanmean": _dim_method(nanmean),
+    "nanmean": _dim_method(nanmean), "dist": dist, "sum_to_size": sum_to_size,
 })
 
 _ = Tensor

@@ -253,6 +253,12 @@ OPS = [
     OpInfo("linalg_norm", lambda m, x, **kw: m.linalg.norm(x, **kw), _lnorm_samples),
     OpInfo("linalg_vector_norm", lambda m, x, **kw: m.linalg.vector_norm(x, **kw), _vnorm_samples),
     OpInfo("linalg_matrix_norm", lambda m, x, **kw: m.linalg.matrix_norm(x, **kw), _mnorm_samples),
+    OpInfo("linalg_matrix_power", lambda m, x, n: m.linalg.matrix_power(x, n), lambda rng, dt: [
+        Sample((randn(rng, (3, 3), dt, -0.8, 0.8), 3), desc="3"),
+        Sample((randn(rng, (2, 2, 2), dt, -0.8, 0.8), 6), desc="batched_6"),
+        Sample((_wellcond(rng, (3, 3), dt), -2), desc="neg"),
+        Sample((randn(rng, (2, 2), dt), 0), desc="zero"),
+        Sample((randn(rng, (2, 2), dt), 1), desc="one")]),
     OpInfo("linalg_multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]),
            lambda rng, dt: [Sample((randn(rng, (3,), dt), randn(rng, (3, 2), dt), randn(rng, (2, 4), dt)))]),
     OpInfo("linalg_vecdot", lambda m, a, b: m.linalg.vecdot(a, b),

@@ -272,6 +272,11 @@ OPS = [
     OpInfo("norm", _kw_call("norm"), _norm_samples),
     # Second order at a zero norm: PyTorch's double backward gives NaN there, dyngraph 0.
     OpInfo("norm_at_zero", _kw_call("norm"), _norm_zero_samples, fd=False, gradgrad=False),
+    OpInfo("dist", lambda m, x, y, **kw: m.dist(x, y, **kw), lambda rng, dt: [
+        Sample((randn(rng, (2, 3), dt), randn(rng, (3,), dt)), desc="bcast"),
+        Sample((randn(rng, (4,), dt), randn(rng, (4,), dt)), {"p": 1}, desc="p1")]),
+    OpInfo("sum_to_size", lambda m, x: x.sum_to_size(3, 1) * 2.0,
+           lambda rng, dt: [Sample((randn(rng, (2, 3, 4), dt),))]),
     OpInfo("nansum", _kw_call("nansum"), _nan_samples),
     OpInfo("nanmean", _kw_call("nanmean"), _nan_samples),
     OpInfo("all", _kw_call("all"), _bool_samples, dtypes=ALL_DT, grad=False),
