@@ -184,6 +184,9 @@ def test_repr_matches_torch():
     pl_d = dg.nn.ParameterList([dg.nn.Parameter(dg.ones(2, 3)), dg.zeros(4)])
     pl_t = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(2, 3)), torch.zeros(4)])
     assert repr(pl_d).replace("dyngraph", "torch") == repr(pl_t)
+    pd_d = dg.nn.ParameterDict({"a": dg.nn.Parameter(dg.ones(2, 3)), "b": dg.zeros(2)})
+    pd_t = torch.nn.ParameterDict({"a": torch.nn.Parameter(torch.ones(2, 3)), "b": torch.zeros(2)})
+    assert repr(pd_d).replace("dyngraph", "torch") == repr(pd_t)
     assert repr(dg.nn.Parameter(dg.tensor([1.0, 2.0]))) == repr(torch.nn.Parameter(torch.tensor([1.0, 2.0])))
     for name, args in [("Embedding", (10, 3)), ("EmbeddingBag", (10, 3)), ("BatchNorm2d", (3,)),
                        ("LayerNorm", ((2, 3),)), ("GroupNorm", (2, 4)), ("Flatten", ()),

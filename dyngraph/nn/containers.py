@@ -277,12 +277,14 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict is not callable: index it and call the module")
 
 
-def _param_line(k, p) -> str:
+def _param_line(k, p, typename: bool = False) -> str:
+    """One line of ParameterList/Dict's repr (the dict shows the tensor type, as PyTorch)."""
     if isinstance(p, Tensor):
         size = "x".join(str(s) for s in p.shape)
         dev = f" ({p.device})" if p.device.type != "cpu" else ""
         kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-        return f"  ({k}): {kind} containing: [{p.dtype} of size {size}{dev}]"
+        what = p.type() if typename else p.dtype
+        return f"  ({k}): {kind} containing: [{what} of size {size}{dev}]"
     return f"  ({k}): Object of type: {type(p).__name__}"
 
 
@@ -399,7 +401,7 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self) -> str:
-        return "\n".join(_param_line(k, p) for k, p in self.items())
+        return "\n".join(_param_line(k, p, typename=True) for k, p in self.items())
 
     def __call__(self, input):  # noqa: A002
         raise RuntimeError("ParameterDict should not be called.")
