@@ -326,3 +326,22 @@ def test_embedding_bag_functional_options(mode):
     d.sum().backward()
     t.sum().backward()
     _close(dw.grad, tw.grad, "float64", "embedding_bag grad")
+
+
+@pytest.mark.parametrize("name", ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "silu",
+                                  "mish", "hardtanh", "hardswish", "hardsigmoid"])
+def test_inplace_functional_variants_match_torch(name):
+    a = np.random.default_rng(0).normal(size=(3, 4)) * 3
+    x = dg.tensor(a.copy())
+    assert getattr(dg.nn.functional, name)(x, inplace=True) is x
+    tx = torch.from_numpy(a.copy())
+    getattr(torch.nn.functional, name)(tx, inplace=True)
+    _close(x, tx, "float64", f"{name} in place")
+    # on a non-leaf inside the graph: same gradients as PyTorch
+    w, tw = dg.tensor(a.copy(), requires_grad=True), torch.from_numpy(a.copy()).requires_grad_(True)
+    h, th = w * 1.0, tw * 1.0
+    assert getattr(dg.nn.functional, name)(h, inplace=True) is h
+    getattr(torch.nn.functional, name)(th, inplace=True)
+    (h * h).sum().backward()
+    (th * th).sum().backward()
+    _close(w.grad, tw.grad, "float64", f"{name} in-place grad", LOOSE.get(name.capitalize()))

@@ -192,6 +192,17 @@ def _inplace_graph(input, fn, name):  # noqa: A002
     return apply_inplace(input, fn, name)
 
 
+def _apply(input, fn, inplace: bool, name: str):  # noqa: A002
+    """``fn(input)``, or with ``inplace`` written back into ``input`` (autograd-aware).
+
+    ``fn`` may be a composition: it runs on a clone when ``input`` requires grad, so no
+    inner node keeps the buffer that is then overwritten.
+    """
+    if not inplace:
+        return fn(input)
+    return _inplace_graph(input, lambda s: fn(s.clone()) if s._rg else fn(s), name)
+
+
 def relu(input, inplace: bool = False):  # noqa: A002
     """max(0, x). ``inplace=True`` overwrites ``input``."""
     if inplace:
@@ -239,16 +250,14 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input, inplace: bool = False):  # noqa: A002
     """``scale * elu(x, alpha)`` with the self-normalising constants."""
-    out = E.elu(input, _SELU_ALPHA) * _SELU_SCALE
-    return input.copy_(out) if inplace else out
+    return _apply(input, lambda s: E.elu(s, _SELU_ALPHA) * _SELU_SCALE, inplace, "selu_")
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
-    out = E.elu(input / alpha, 1.0) * alpha
-    return input.copy_(out) if inplace else out
+    return _apply(input, lambda s: E.elu(s / alpha, 1.0) * alpha, inplace, "celu_")
 
 
 def gelu(input, approximate: str = "none"):  # noqa: A002
@@ -264,12 +273,12 @@ def gelu(input, approximate: str = "none"):  # noqa: A002
 
 def silu(input, inplace: bool = False):  # noqa: A002
     """``x * sigmoid(x)`` (swish)."""
-    return E.silu(input)
+    return _apply(input, E.silu, inplace, "silu_")
 
 
 def mish(input, inplace: bool = False):  # noqa: A002
     """``x * tanh(softplus(x))``."""
-    return input * E.tanh(E.softplus(input))
+    return _apply(input, lambda s: s * E.tanh(E.softplus(s)), inplace, "mish_")
 
 
 def sigmoid(input):  # noqa: A002
@@ -310,12 +319,14 @@ def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
 
 def hardswish(input, inplace: bool = False):  # noqa: A002
     """``x * relu6(x + 3) / 6``."""
-    return input * E.hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+    return _apply(input, lambda s: s * E.hardtanh(s + 3.0, 0.0, 6.0) * (1.0 / 6.0), inplace,
+                  "hardswish_")
 
 
 def hardsigmoid(input, inplace: bool = False):  # noqa: A002
     """``relu6(x + 3) / 6``."""
-    return E.hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+    return _apply(input, lambda s: E.hardtanh(s + 3.0, 0.0, 6.0) * (1.0 / 6.0), inplace,
+                  "hardsigmoid_")
 
 
 def prelu(input, weight):  # noqa: A002
@@ -364,8 +375,7 @@ def hardshrink(input, lambd: float = 0.5):  # noqa: A002
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
     """``x if x > threshold else value``."""
-    out = E.where(input > threshold, input, value)
-    return input.copy_(out) if inplace else out
+    return _apply(input, lambda s: E.where(s > threshold, s, value), inplace, "threshold_")
 
 
 def glu(input, dim: int = -1):  # noqa: A002
@@ -588,12 +598,12 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
         return input
     _require_float(input, "dropout")
     if p == 1.0:
-        out = input * 0.0
+        scale = _const(np.zeros((), input._data.dtype))
     else:
         mask = _keep_mask(input._data.shape, p, input._data.dtype)
         mask *= 1.0 / (1.0 - p)
-        out = input * _const(mask)
-    return input.copy_(out) if inplace else out
+        scale = _const(mask)
+    return _apply(input, lambda s: s * scale, inplace, "dropout_")
 
 
 def _feature_dropout(input, p, training, inplace, op, min_dim):  # noqa: A002
@@ -606,11 +616,11 @@ def _feature_dropout(input, p, training, inplace, op, min_dim):  # noqa: A002
                            f"shape {list(shape)}")
     mshape = shape[:2] + (1,) * (len(shape) - 2)
     if p == 1.0:
-        out = input * 0.0
+        scale = _const(np.zeros((), input._data.dtype))
     else:
         mask = _keep_mask(mshape, p, input._data.dtype) * (1.0 / (1.0 - p))
-        out = input * _const(mask.astype(input._data.dtype))
-    return input.copy_(out) if inplace else out
+        scale = _const(mask.astype(input._data.dtype))
+    return _apply(input, lambda s: s * scale, inplace, op + "_")
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
