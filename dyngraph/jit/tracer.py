@@ -384,12 +384,24 @@ class Tracer:
         self.grad_written.add(id(t))
         if self._own_write or not self.recording:
             return
+        if value is not None and not self._known(value) and (self.in_backward or value._fn is None):
+            # a gradient array the tracer did not see being computed (a backward path
+            # that bypassed the tracer): never bake it in as a constant
+            self.stop("a gradient was computed outside the tracer")
+            return
         try:
             vid = None if value is None else self.lookup(value)
         except Uncapturable as exc:
             self.stop(str(exc))
             return
         self.effects.append(("grad", t, vid))
+
+    def _known(self, t) -> bool:
+        ent = self.env.get(id(t))
+        if ent is not None and ent[1] is t:
+            return True
+        ent = self.data_env.get(id(t._data))
+        return ent is not None and ent[1]._data is t._data
 
     def on_optimizer_step(self, opt, run):
         """``opt.step()``: replayed as a call after the program (it updates raw arrays)."""
