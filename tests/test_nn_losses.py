@@ -115,7 +115,6 @@ CASES = [
 ]
 
 # PoissonNLLLoss(full=True): PyTorch adds Stirling's term only where target > 1, as here.
-NO_NONE = {"KLDivLoss", "KLDivLoss-logtarget"}
 
 
 def _w(nn, values):
