@@ -507,9 +507,9 @@ class Module:
             try:
                 with no_grad():
                     if assign:
-                        new = arr.astype(param._data.dtype, copy=True) \
-                            if arr.dtype != param._data.dtype else np.array(arr)
-                        param._data = new
+                        # no copy: the parameter now uses the checkpoint's memory (and dtype),
+                        # as PyTorch's assign=True; the Parameter object itself is kept
+                        param._data = arr if arr.flags.writeable else np.array(arr)
                     else:
                         param.copy_(Tensor._make(np.asarray(arr), False, None, 0))
             except Exception as exc:  # noqa: BLE001 (collected and reported with the others)
