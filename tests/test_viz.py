@@ -85,6 +85,8 @@ def test_draw_params_accepts_module_and_pairs():
     assert "fc1.weight" in dg.viz.draw(y, params=m.named_parameters()).source
     with pytest.raises(TypeError, match="Tensor"):
         dg.viz.draw(3.0)
+    with pytest.raises(ValueError, match="no autograd graph"):
+        dg.viz.draw(dg.randn(3) * 2)
 
 
 def test_record_annotates_source_module_and_shapes():

@@ -154,6 +154,12 @@ def draw(output, params=None, group_by_module: bool = False, max_nodes: int = 40
     >>> dg.viz.draw(y, params=dict(model.named_parameters())).render("model.svg")
     """
     view = GraphView(output, params)
+    if all(r is None for r in view.roots):
+        shapes = ", ".join(str(list(t.shape)) for t in view.outputs)
+        raise ValueError(
+            f"draw: the output (shape {shapes}) has no autograd graph: it was computed from "
+            "tensors that do not require grad, or under no_grad(). Give the model parameters "
+            "(or an input) requires_grad=True and run the forward pass with grad enabled.")
     groups = find_groups(view, min_repeat) if collapse and len(view) > collapse_above else []
     return _build(view, groups, group_by_module=group_by_module, max_nodes=max_nodes,
                   show_saved=show_saved, graph_attr=graph_attr, name=name)
