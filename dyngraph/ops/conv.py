@@ -112,11 +112,13 @@ def conv_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
     y = np.empty((n, o, L), dtype=np.result_type(x.dtype, w.dtype))
     yv = y.reshape(n, g, og, L)
     nb = _chunk(n, c * kk * L * x.itemsize)
+    bias = None if b is None else b.reshape(g, og, 1)
     for s0 in range(0, n, nb):
         cols = np.ascontiguousarray(_windows(xp[s0:s0 + nb], k, stride, dilation, out))
-        np.matmul(wm, cols.reshape(-1, g, cg * kk, L), out=yv[s0:s0 + nb])
-    if b is not None:
-        y += b[:, None]
+        yc = yv[s0:s0 + nb]
+        np.matmul(wm, cols.reshape(-1, g, cg * kk, L), out=yc)
+        if bias is not None:
+            yc += bias          # while the chunk is still in cache
     return y.reshape((n, o) + out)
 
 
