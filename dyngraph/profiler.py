@@ -217,6 +217,14 @@ class _ProfInterp:
         self.prof = prof
         self.prev = prev
 
+    def __getattr__(self, name):
+        # Optional interpreter hooks (on_bool, on_item, on_inplace...) belong to the
+        # interpreter underneath (e.g. a graph-capture tracer): pass them through.
+        prev = self.__dict__.get("prev")
+        if prev is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(prev, name)
+
     def process(self, prim, args, params):
         prof = self.prof
         module = prof._module(sys._getframe(1)) if prof.with_modules else None

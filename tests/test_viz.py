@@ -237,3 +237,30 @@ def test_graph_view_shapes_without_recording():
     assert v.describe_shape(k) == "(6) float32"
     assert all(v.describe_shape(i) != "?" for i in range(len(v)))
     assert np.shape(v.leaves[0]._data) == (3, 4)
+
+
+def test_record_passes_interpreter_hooks_through():
+    """A capture interpreter underneath keeps seeing its optional hooks (on_bool...)."""
+    from dyngraph.ops.registry import eager
+
+    seen = []
+
+    class Under:
+        def process(self, prim, args, params):
+            seen.append(prim.name)
+            return eager(prim, args, params)
+
+        def on_bool(self, t, value):
+            return value
+
+    under = Under()
+    STATE.interpreter = under
+    try:
+        with dg.viz.record(), dg.profiler.profile():
+            x = dg.randn(3, requires_grad=True)
+            (x * 2).sum()
+            assert STATE.interpreter.on_bool.__self__ is under
+        assert STATE.interpreter is under
+    finally:
+        STATE.interpreter = None
+    assert "mul" in seen and "sum" in seen

@@ -152,6 +152,14 @@ class _Recorder:
         self.source = source
         self.modules = ModuleScope() if modules else None
 
+    def __getattr__(self, name):
+        # Optional interpreter hooks (on_bool, on_item, on_inplace...) belong to the
+        # interpreter underneath (e.g. a graph-capture tracer): pass them through.
+        prev = self.__dict__.get("prev")
+        if prev is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(prev, name)
+
     def process(self, prim, args, params):
         prev = self.prev
         if prev is not None:
