@@ -716,7 +716,60 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* discover(roots): dependency counts of every vertex reachable from the root
+ * vertices (Nodes or leaf tensors), iteratively; the dict doubles as the visited
+ * set (see engine._discover). */
+static PyObject *discover(PyObject *self, PyObject *roots) {
+    PyObject *deps = PyDict_New();
+    PyObject *stack = PySequence_List(roots);
+    if (deps == NULL || stack == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(stack); i++)
+        if (PyDict_SetItem(deps, PyList_GET_ITEM(stack, i), ZERO) < 0) goto fail;
+    while (PyList_GET_SIZE(stack) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(stack) - 1;
+        PyObject *v = Py_NewRef(PyList_GET_ITEM(stack, last));
+        if (PyList_SetSlice(stack, last, last + 1, NULL) < 0) {
+            Py_DECREF(v);
+            goto fail;
+        }
+        if (!PyObject_TypeCheck(v, NodeType)) {
+            Py_DECREF(v);
+            continue;
+        }
+        PyObject *edges = PySequence_Fast(SLOT(v, n_edges), "edges must be a sequence");
+        Py_DECREF(v);
+        if (edges == NULL) goto fail;
+        Py_ssize_t ne = PySequence_Fast_GET_SIZE(edges);
+        for (Py_ssize_t i = 0; i < ne; i++) {
+            PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
+            if (e == Py_None) continue;
+            PyObject *c = PyTuple_GET_ITEM(e, 0);
+            PyObject *cnt = PyDict_GetItemWithError(deps, c);
+            if (cnt == NULL && PyErr_Occurred()) {
+                Py_DECREF(edges);
+                goto fail;
+            }
+            PyObject *nc = PyLong_FromLong(cnt == NULL ? 1 : PyLong_AsLong(cnt) + 1);
+            int r = nc == NULL ? -1 : PyDict_SetItem(deps, c, nc);
+            Py_XDECREF(nc);
+            if (r < 0 || (cnt == NULL && PyList_Append(stack, c) < 0)) {
+                Py_DECREF(edges);
+                goto fail;
+            }
+        }
+        Py_DECREF(edges);
+    }
+    Py_DECREF(stack);
+    return deps;
+fail:
+    Py_XDECREF(deps);
+    Py_XDECREF(stack);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"discover", discover, METH_O, "Dependency counts of the graph behind the root vertices."},
     {"backward_loop", backward_loop, METH_VARARGS, "The engine's plain-backward loop."},
     {"setup", setup, METH_VARARGS, "Bind the accelerator to dyngraph's classes."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,

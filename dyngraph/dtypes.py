@@ -148,8 +148,12 @@ def promote_types(a, b) -> dtype:
 def _promote_np(a: np.dtype, b: np.dtype) -> np.dtype:
     if a is b:
         return a
-    # NumPy's table agrees with PyTorch's for every pair of the dtypes we support
-    # except uint8 with int8 (both give int16) -- so it is safe to reuse.
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        # PyTorch: the higher category wins with its own dtype (int64 + float32 -> float32),
+        # where NumPy would widen (float64).
+        return a if ca > cb else b
+    # Within one category NumPy's table agrees with PyTorch's for the dtypes we support.
     return np.promote_types(a, b)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .engine import run_backward
+from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
 from .grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
 )
@@ -16,7 +17,7 @@ __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
 
 
 def _as_list(x) -> list:
-    from ..tensor import Tensor  # noqa: PLC0415
+    Tensor = _tensor.Tensor
 
     if isinstance(x, Tensor):
         return [x]
@@ -26,7 +27,7 @@ def _as_list(x) -> list:
 
 
 def _make_grads(outputs, grad_outputs, create_graph):
-    from ..tensor import Tensor  # noqa: PLC0415
+    Tensor = _tensor.Tensor
 
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
@@ -81,7 +82,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> (dx,) = dg.autograd.grad(x ** 3, x, create_graph=True)   # 12
     >>> (dxx,) = dg.autograd.grad(dx, x)                         # 12 (= 6x)
     """
-    from ..tensor import Tensor  # noqa: PLC0415
+    Tensor = _tensor.Tensor
 
     single = isinstance(inputs, Tensor)
     outs = _as_list(outputs)

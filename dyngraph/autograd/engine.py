@@ -23,6 +23,7 @@ import numpy as np
 
 from .grad_mode import STATE
 from .graph import FREED, Node
+from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
     import os as _os
@@ -30,8 +31,9 @@ try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_s
     if _os.environ.get("DYNGRAPH_PURE_PYTHON"):
         raise ImportError
     from .._speedups import backward_loop as _backward_loop
+    from .._speedups import discover as _discover_c
 except ImportError:
-    _backward_loop = None
+    _backward_loop = _discover_c = None
 
 __all__ = ["run_backward"]
 
@@ -54,7 +56,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
     ``inputs`` when given); otherwise the gradients for ``inputs`` are returned
     in order (``autograd.grad``).
     """
-    from ..tensor import Tensor  # noqa: PLC0415
+    Tensor = _tensor.Tensor
 
     root_edges = []
     for i, r in enumerate(roots):
@@ -275,6 +277,8 @@ def _fit_cb(gi, meta):
 
 def _discover(root_vertices, targets):
     """Count incoming edges per vertex; with targets, also the set of needed vertices."""
+    if targets is None and _discover_c is not None:
+        return _discover_c(root_vertices), None
     if targets is None:
         # deps doubles as the visited set: a vertex is pushed when first seen
         deps = dict.fromkeys(root_vertices, 0)
@@ -345,7 +349,7 @@ def _add_to_buffer(buffers, v, nr, g):
 
 
 def _wrap(a):
-    from ..tensor import Tensor  # noqa: PLC0415
+    Tensor = _tensor.Tensor
 
     return Tensor._make(a, False, None, 0)
 
@@ -524,7 +528,7 @@ def _apply_rules(node, prim, saved, g, create_graph):
         if node.out_vc is not None and node.out_vc[0] != 0:
             raise _saved_error(node, "output", 0, out, 0, node.out_vc[0])
         if create_graph:
-            from ..tensor import Tensor  # noqa: PLC0415
+            Tensor = _tensor.Tensor
 
             if node.n_out == 1:
                 out = Tensor._make(out, True, node, 0)
