@@ -466,3 +466,15 @@ def test_forward_hook_always_call_runs_on_error():
     with pytest.raises(ValueError, match=r"^Boom\(\): boom"):
         b(dg.ones(1))
     assert seen == ["called"]
+
+
+def test_missing_super_init_is_explained():
+    class NoInit(dg.nn.Module):
+        def __init__(self):
+            pass
+
+        def forward(self, x):
+            return x
+
+    with pytest.raises(AttributeError, match=r"NoInit is not initialised: call super\(\).__init__"):
+        NoInit()(dg.ones(1))

@@ -126,10 +126,16 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        d = self.__dict__
         try:
-            d = self.__dict__
-            if d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] \
-                    or d["_backward_pre_hooks"]:
+            hooked = d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] \
+                or d["_backward_pre_hooks"]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__} is not initialised: call super().__init__() at the "
+                "start of its __init__") from None
+        try:
+            if hooked:
                 return self._call_with_hooks(args, kwargs)
             return self.forward(*args, **kwargs)
         except _ANNOTATED as exc:
