@@ -101,7 +101,8 @@ def test_add_graph_from_one_dynamic_step(tmp_path):
     nodes = {n.name: n for n in g.node}
     assert nodes["Net/enc/weight"].op == "Parameter"
     mm = [n for n in g.node if n.name.startswith("Net/enc/matmul")]
-    assert mm and list(mm[0].input) == ["Net/enc/permute_0"]
+    assert mm and list(mm[0].input) == ["input/input_0", "Net/enc/permute_0"]
+    assert nodes["input/input_0"].op == "Input"
     relu = nodes["Net/relu_0"]
     assert relu.input == ["Net/enc/add_0"]
     dims = [d.size for d in relu.attr["_output_shapes"].list.shape[0].dim]

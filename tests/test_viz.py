@@ -71,7 +71,7 @@ def test_draw_small_graph_labels_shapes_params():
     assert "(3, 8) float32" in src  # an intermediate shape derived from the live graph
     assert "fc1.weight\\n(8, 4) float32" in src and "fc2.bias\\n(2) float32" in src
     assert "#add8e6" in src  # parameters are blue
-    assert "saved input 0" in src  # x is saved by matmul although it needs no grad
+    assert "saved tensor\\n(3, 4) float32" in src  # x is saved by matmul although it needs no grad
     assert 'label="output\\n() float32"' in src
     # one box per primitive: count node statements of ops
     view = dg.viz.GraphView(loss, m)
@@ -264,3 +264,12 @@ def test_record_passes_interpreter_hooks_through():
     finally:
         STATE.interpreter = None
     assert "mul" in seen and "sum" in seen
+
+
+def test_saved_tensor_drawn_once_for_all_users():
+    x = dg.randn(3, 4)  # needs no grad: no edge, but both matmuls save it
+    w1 = dg.randn(4, 2, requires_grad=True)
+    w2 = dg.randn(4, 2, requires_grad=True)
+    src = dg.viz.draw((x @ w1 + x @ w2).sum()).source
+    assert src.count("saved tensor") == 1
+    assert src.count('s0 -> n') == 2

@@ -35,8 +35,13 @@ def _scope(path: str | None) -> str:
     return path.replace(".", "/") + "/"
 
 
-def view_to_graph_def(view: GraphView, root_name: str = "model"):
-    """``GraphDef`` for a :class:`~dyngraph.viz.extract.GraphView`."""
+def view_to_graph_def(view: GraphView, root_name: str = "model", inputs=()):
+    """``GraphDef`` for a :class:`~dyngraph.viz.extract.GraphView`.
+
+    ``inputs``: the model's input tensors; ops that saved one of them (it needs
+    no gradient, so the graph has no edge for it) get an edge from an
+    ``input/input_<i>`` node.
+    """
     attr_value_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2, versions_pb2 = _protos()
 
     def shape_attr(shapes):
@@ -72,6 +77,12 @@ def view_to_graph_def(view: GraphView, root_name: str = "model"):
         nodes.append(node_def_pb2.NodeDef(
             name=nm, op="Parameter" if name else "Input",
             attr=attrs([a.shape], [a.dtype])))
+    input_names = {}
+    for i, t in enumerate(inputs):
+        if hasattr(t, "_data") and t not in view.leaf_index:
+            input_names[t] = f"input/input_{i}"
+            nodes.append(node_def_pb2.NodeDef(name=f"input/input_{i}", op="Input",
+                                              attr=attrs([t._data.shape], [t._data.dtype])))
     n = len(view)
     names = [None] * n
     counter: dict = {}
@@ -85,14 +96,18 @@ def view_to_graph_def(view: GraphView, root_name: str = "model"):
         names[k] = f"{root_name}/{scope}{op}_{c}"
     for k in range(n - 1, -1, -1):
         node = view.nodes[k]
-        inputs = []
-        for src in view.inputs[k]:
+        ins = []
+        saved = node.saved if isinstance(node.saved, tuple) else ()
+        for p, src in enumerate(view.inputs[k]):
             if src is None:
+                t = saved[p] if p < len(saved) else None
+                if t is not None and hasattr(t, "_data") and t in input_names:
+                    ins.append(input_names[t])
                 continue
             if src[0] == "n":
-                inputs.append(names[src[1]] if src[2] == 0 else f"{names[src[1]]}:{src[2]}")
+                ins.append(names[src[1]] if src[2] == 0 else f"{names[src[1]]}:{src[2]}")
             else:
-                inputs.append(leaf_names[src[1]])
+                ins.append(leaf_names[src[1]])
         shapes, dtypes = [], []
         for nr in range(node.n_out):
             s = view.shapes.get((k, nr))
@@ -104,7 +119,7 @@ def view_to_graph_def(view: GraphView, root_name: str = "model"):
             extra["source"] = info["source"]
         if node.params:
             extra["params"] = ", ".join(f"{a}={b}" for a, b in node.params.items())
-        nodes.append(node_def_pb2.NodeDef(name=names[k], op=view.op_name(k), input=inputs,
+        nodes.append(node_def_pb2.NodeDef(name=names[k], op=view.op_name(k), input=ins,
                                           attr=attrs(shapes, dtypes, extra)))
     for o, r in enumerate(view.roots):
         if r is None:
@@ -137,4 +152,4 @@ def graph_def(model, input_to_model=None):
             "requires_grad=True or pass an input with requires_grad=True")
     params = model.named_parameters() if hasattr(model, "named_parameters") else None
     view = GraphView(outputs, params)
-    return view_to_graph_def(view, type(model).__name__)
+    return view_to_graph_def(view, type(model).__name__, args)

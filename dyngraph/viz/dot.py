@@ -295,8 +295,10 @@ def _build(view, groups, *, group_by_module, max_nodes, show_saved, graph_attr, 
             attrs.update({kk: v for kk, v in STYLE[mark].items() if kk != "fontcolor"})
         edges.append(f"l{j} -> {r} {_attrs(attrs) if attrs else ''}".rstrip())
 
-    # saved tensors that are not drawn otherwise (inputs that need no gradient)
+    # saved tensors that are not drawn otherwise (inputs that need no gradient); one box
+    # per tensor object, however many ops saved it
     if show_saved:
+        saved_ids: dict = {}
         for kind, i in order:
             if kind != "n":
                 continue
@@ -308,11 +310,13 @@ def _build(view, groups, *, group_by_module, max_nodes, show_saved, graph_attr, 
                 src = view.inputs[i][p] if p < len(view.inputs[i]) else None
                 if src is not None or not hasattr(t, "_data"):
                     continue
-                sid = f"s{i}_{p}"
-                a = t._data
-                attrs = dict(STYLE["saved"])
-                attrs["label"] = f"saved input {p}\n{fmt_shape(a.shape)} {a.dtype}"
-                lines.append((None, f"{sid} {_attrs(attrs)}"))
+                sid = saved_ids.get(t)
+                if sid is None:
+                    sid = saved_ids[t] = f"s{len(saved_ids)}"
+                    a = t._data
+                    attrs = dict(STYLE["saved"])
+                    attrs["label"] = f"saved tensor\n{fmt_shape(a.shape)} {dtype_name(a.dtype)}"
+                    lines.append((None, f"{sid} {_attrs(attrs)}"))
                 edges.append(f'{sid} -> n{i} [style="dashed" color="#e08000"]')
 
     # outputs
