@@ -38,6 +38,8 @@ static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtyp
     *s_out_vc, *s_same, *s_float, *s_f;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+/* truthiness with a fast path for the bools the Python code normally stores */
+#define TRUTHY(o) ((o) == Py_True || ((o) != Py_False && (o) != Py_None && PyObject_IsTrue(o) == 1))
 
 static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
     PyObject *descr = PyObject_GetAttrString(cls, name);
@@ -204,7 +206,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             if (Py_TYPE(d) != ArrayType) SLOW();
             datas[i] = d;
             n_arrays++;
-            if (SLOT(a, t_rg) == Py_True) need = 1;
+            if (TRUTHY(SLOT(a, t_rg))) need = 1;
         } else if (PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
             datas[i] = a;
         } else {
@@ -284,13 +286,13 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         }
     }
     int track = 0;
-    if (need && SLOT(prim, p_differentiable) == Py_True) {
+    if (need && TRUTHY(SLOT(prim, p_differentiable))) {
         PyObject *ge = PyObject_GetAttr(State, s_grad_enabled);
         if (ge == NULL) {
             Py_DECREF(out);
             return NULL;
         }
-        track = ge == Py_True;
+        track = TRUTHY(ge);
         Py_DECREF(ge);
     }
     if (!track) {
@@ -317,7 +319,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
         PyObject *e;
-        if (PyObject_TypeCheck(a, TensorType) && SLOT(a, t_rg) == Py_True) {
+        if (PyObject_TypeCheck(a, TensorType) && TRUTHY(SLOT(a, t_rg))) {
             PyObject *fn = SLOT(a, t_fn);
             if (fn == Py_None)
                 e = PyTuple_Pack(2, a, ZERO);
@@ -407,7 +409,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         set_slot(node, n_saved_versions, Py_None);
     }
     int want_meta = PyObject_IsTrue(SLOT(prim, p_meta));
-    if (!want_meta && SLOT(prim, p_broadcasts) == Py_True && n_arrays > 1) {
+    if (!want_meta && TRUTHY(SLOT(prim, p_broadcasts)) && n_arrays > 1) {
         /* gradients need fitting only where an input's shape differs from the output's
            (dtypes are equal here: promotion was a no-op) */
         PyObject *oshape = shape_of(out);
@@ -579,7 +581,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             }
             Py_DECREF(ovc);
         }
-        PyObject *meta = SLOT(prim, p_broadcasts) == Py_True ? SLOT(node, n_in_meta) : Py_None;
+        PyObject *meta = TRUTHY(SLOT(prim, p_broadcasts)) ? SLOT(node, n_in_meta) : Py_None;
         PyObject *params = SLOT(node, n_params);
         int has_params = PyDict_Check(params) && PyDict_GET_SIZE(params) > 0;
         Py_ssize_t ni = PySequence_Size(inputs);
