@@ -273,3 +273,12 @@ def test_saved_tensor_drawn_once_for_all_users():
     src = dg.viz.draw((x @ w1 + x @ w2).sum()).source
     assert src.count("saved tensor") == 1
     assert src.count('s0 -> n') == 2
+
+
+def test_collapse_parallel_branches():
+    w = dg.randn(4, requires_grad=True)
+    xs = dg.randn(300, 4)
+    out = dg.stack([dg.tanh(dg.exp(xs[i] * w)).sum() for i in range(300)]).mean()
+    d = dg.viz.draw(out, params={"w": w})
+    assert sorted(g.label for g in d.groups) == ["exp ×300", "mul ×300", "sum ×300", "tanh ×300"]
+    assert 'label="×300"' in d.source and d.source.count("box3d") == 4

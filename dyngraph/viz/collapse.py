@@ -12,6 +12,9 @@ Two detectors, both linear in the graph's size and iterative (no recursion):
    joins the block all of its consumers belong to.  Runs of equal blocks
    collapse to ``"matmul→add→tanh ×25 000"``.  Repeated on what is left until
    nothing more collapses.
+3. **Parallel copies** (when a lot is still left): nodes with the same op,
+   the same parameters and equivalent consumers (1000 independent branches
+   stacked into one tensor) collapse to ``"exp ×1 000"``.
 """
 
 from __future__ import annotations
@@ -267,6 +270,39 @@ def _path_groups(view, sig, min_repeat, max_period, taken, max_rounds=8):
     return groups
 
 
+def _sibling_groups(view, min_repeat, taken):
+    """Parallel repetition: nodes doing the same thing for the same consumers.
+
+    Root-first, a node's class is its op, its parameter inputs and the classes
+    of its consumers; a class with ``min_repeat`` or more members (1000
+    independent branches stacked into one tensor) becomes one group.
+    """
+    n = len(view)
+    cls = [None] * n
+    codes: dict = {}
+    members: dict = {}
+    for k in range(n):
+        if k in taken:
+            continue
+        cons = tuple(sorted({cls[c] if cls[c] is not None else -2 - c for c in view.consumers[k]}))
+        leaves = tuple(("p:" + (view.leaf_name(src[1]) or "leaf")) if src is not None and src[0] == "l"
+                       else ("n" if src is not None else "-") for src in view.inputs[k])
+        key = (view.op_name(k), leaves, cons)
+        c = codes.get(key)
+        if c is None:
+            c = codes[key] = len(codes)
+        cls[k] = c
+        members.setdefault(c, []).append(k)
+    groups = []
+    for ks in members.values():
+        if len(ks) >= min_repeat:
+            op = view.op_name(ks[0])
+            groups.append(Group([[k] for k in ks], f"{op} ×{fmt_count(len(ks))}",
+                                "in parallel", "parallel", ks[0]))
+            taken.update(ks)
+    return groups
+
+
 def find_groups(view, min_repeat: int = 3, max_period: int = 64) -> list[Group]:
     """Groups of repeated structure in ``view`` (a :class:`~dyngraph.viz.extract.GraphView`)."""
     if len(view) == 0:
@@ -274,4 +310,6 @@ def find_groups(view, min_repeat: int = 3, max_period: int = 64) -> list[Group]:
     taken: set = set()
     groups = _module_groups(view, min_repeat, taken)
     groups += _path_groups(view, _signatures(view), min_repeat, max_period, taken)
+    if len(view) - len(taken) > 60:  # still large: fold parallel copies too
+        groups += _sibling_groups(view, min_repeat, taken)
     return groups
