@@ -231,9 +231,6 @@ class Optimizer:
             return Tensor._make(np.array(value, dtype=p._data.dtype), False, None, 0)
         return value
 
-    def __getstate__(self):
-        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
-
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
