@@ -50,7 +50,7 @@ class FunctionEvent:
     """One timed interval: a primitive call, a backward node or a ``record_function`` range."""
 
     __slots__ = ("name", "cat", "start_ns", "end_ns", "cpu_start", "cpu_end", "tid", "module",
-                 "shapes", "child_ns", "depth")
+                 "shapes", "child_ns", "depth", "source")
 
     def __init__(self, name, cat, start_ns, tid, module=None, shapes=None, depth=0):
         self.name = name
@@ -58,6 +58,7 @@ class FunctionEvent:
         self.start_ns = start_ns
         self.end_ns = start_ns
         self.cpu_start = self.cpu_end = 0
+        self.source = None
         self.tid = tid
         self.module = module
         self.shapes = shapes
@@ -232,6 +233,10 @@ class _ProfInterp:
         if prof.record_shapes:
             shapes = tuple(tuple(a._data.shape) if hasattr(a, "_data") else () for a in args)
         ev = prof._open(prim.name, "forward", module, shapes)
+        if prof.with_stack:
+            from .viz.record import user_source  # noqa: PLC0415
+
+            ev.source = user_source(sys._getframe(1))
         try:
             prev = self.prev
             if prev is not None:
@@ -276,17 +281,31 @@ def _profiled_run_node(node, g, create_graph, retain_graph, needed):
 class profile:  # noqa: N801
     """Context manager that records forward primitives, backward nodes and user ranges.
 
-    Args (PyTorch's names; ``activities``/``profile_memory``/``with_stack`` are
-    accepted for compatibility):
+    Args (PyTorch's names):
+        activities: accepted for compatibility; only CPU activity exists here.
         record_shapes: keep input shapes (``key_averages(group_by_input_shape=True)``).
+        with_stack: keep the user's source line of each forward op (trace ``args``).
         with_modules: name the ``nn.Module`` that ran each op.
+        on_trace_ready: called with the profile when the block exits.
         enabled: ``False`` makes the block a no-op.
+        profile_memory / with_flops: not measured (a warning says so).
+        schedule: not supported (an error says so): profile the steps you want.
     """
 
     def __init__(self, activities=None, *, record_shapes: bool = False, profile_memory: bool = False,
                  with_stack: bool = False, with_flops: bool = False, with_modules: bool = True,
                  schedule=None, on_trace_ready=None, enabled: bool = True, use_cuda=None):
+        if schedule is not None:
+            raise NotImplementedError(
+                "dg.profiler.profile: schedule= is not supported; put only the steps you want "
+                "to measure inside the `with profile()` block")
+        if profile_memory or with_flops:
+            import warnings  # noqa: PLC0415
+
+            warnings.warn("dg.profiler.profile: profile_memory/with_flops are not measured; "
+                          "the profile records times only", stacklevel=2)
         self.record_shapes = record_shapes
+        self.with_stack = with_stack
         self.with_modules = with_modules
         self.enabled = enabled
         self.on_trace_ready = on_trace_ready
@@ -396,6 +415,8 @@ class profile:  # noqa: N801
                 args["module"] = e.module
             if e.shapes is not None:
                 args["input_shapes"] = [list(s) for s in e.shapes]
+            if e.source is not None:
+                args["source"] = e.source
             if args:
                 rec["args"] = args
             events.append(rec)

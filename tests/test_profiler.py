@@ -122,3 +122,17 @@ def test_profile_composes_with_record_and_disabled():
     with dg.profiler.profile(enabled=False) as off:
         net(x)
     assert len(off.events()) == 0
+
+
+def test_with_stack_and_unsupported_options(tmp_path):
+    x = dg.randn(4, requires_grad=True)
+    with dg.profiler.profile(with_stack=True) as prof:
+        (x * 3).sum()  # STACK-MARK
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    evs = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    mul = next(e for e in evs if e["name"] == "mul")
+    assert "STACK-MARK" in mul["args"]["source"] and "test_profiler.py" in mul["args"]["source"]
+    with pytest.raises(NotImplementedError, match="schedule"):
+        dg.profiler.profile(schedule=lambda step: None)
+    with pytest.warns(UserWarning, match="profile_memory"):
+        dg.profiler.profile(profile_memory=True)
