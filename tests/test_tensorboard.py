@@ -140,6 +140,7 @@ def test_tensorboard_server_shows_the_run(tmp_path):
     with dg.tensorboard.SummaryWriter(str(run)) as w:
         for i in range(4):
             w.add_scalar("loss", 10.0 - i, i)
+        w.add_graph(Net(), dg.randn(2, 4))
     port = _free_port()
     proc = subprocess.Popen(
         [tb, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port),
@@ -167,6 +168,12 @@ def test_tensorboard_server_shows_the_run(tmp_path):
         data = _get(f"{base}/data/plugin/scalars/scalars?run=exp1&tag=loss")
         assert [row[1] for row in data] == [0, 1, 2, 3]
         assert [row[2] for row in data] == [10.0, 9.0, 8.0, 7.0]
+        # the Graphs tab parses and serves the GraphDef made from the live graph
+        assert _get(f"{base}/data/plugin/graphs/info")["exp1"]["run_graph"] is True
+        with urllib.request.urlopen(  # noqa: S310 (loopback only)
+                f"{base}/data/plugin/graphs/graph?run=exp1&conceptual=false", timeout=10) as r:
+            pbtxt = r.read().decode()
+        assert 'name: "Net/enc/matmul_0"' in pbtxt and 'op: "Parameter"' in pbtxt
     finally:
         proc.terminate()
         try:
