@@ -184,9 +184,21 @@ def test_iterable_dataset_single_process():
 
 
 # -- worker processes -----------------------------------------------------------------------
+_BASELINE: set = set()
+
+
+@pytest.fixture(autouse=True)
+def _baseline_children():
+    # Only children started by the test itself count (other tests in this process may own some).
+    import multiprocessing as mp
+    _BASELINE.clear()
+    _BASELINE.update(p.pid for p in mp.active_children())
+    yield
+
+
 def _children():
     import multiprocessing as mp
-    return [p for p in mp.active_children()]
+    return [p for p in mp.active_children() if p.pid not in _BASELINE]
 
 
 def test_workers_same_order_as_main_process():
@@ -403,3 +415,17 @@ def test_transforms():
 
 def test_utils_data_alias():
     assert dg.utils.data.DataLoader is DataLoader and dg.utils.data.TensorDataset is TensorDataset
+
+
+class Slow(Range):
+    def __getitem__(self, i):
+        import time
+        time.sleep(1.0)
+        return i
+
+
+def test_timeout_raises_and_cleans_up():
+    loader = DataLoader(Slow(4), batch_size=1, num_workers=1, timeout=0.3)
+    with pytest.raises(RuntimeError, match="timed out after 0.3 seconds"):
+        next(iter(loader))
+    assert _children() == []
