@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -12,13 +13,17 @@ from ..dataset import Dataset
 __all__ = ["Digits", "digits"]
 
 
+@functools.lru_cache(maxsize=1)
 def _load_arrays():
     try:
         from sklearn.datasets import load_digits  # noqa: PLC0415
     except ImportError as e:  # pragma: no cover - scikit-learn is a runtime dependency
         raise ImportError("the digits dataset ships with scikit-learn: pip install scikit-learn") from e
     bunch = load_digits()
-    return bunch.images.astype(np.uint8), bunch.target.astype(np.int64)   # pixel values 0..16
+    images, labels = bunch.images.astype(np.uint8), bunch.target.astype(np.int64)   # pixel values 0..16
+    images.flags.writeable = False      # cached and shared between datasets: read-only
+    labels.flags.writeable = False
+    return images, labels
 
 
 class Digits(Dataset):
