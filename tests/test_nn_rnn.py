@@ -309,3 +309,20 @@ def test_lstm_training_step_under_graph_capture():
     for loss, grad in results[1:]:
         np.testing.assert_allclose(loss, results[0][0], rtol=1e-6)
         np.testing.assert_allclose(grad, results[0][1], rtol=1e-5, atol=1e-6)
+
+
+def test_fused_layer_retain_graph_and_inplace_checks():
+    lstm = dg.nn.LSTM(3, 4)
+    x = dg.randn(5, 2, 3, requires_grad=True)
+    y = lstm(x)[0].sum()
+    y.backward(retain_graph=True)
+    g1 = x.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * g1, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time.*lstm_layer"):
+        y.backward()
+    y = lstm(x)[0].sum()
+    with dg.no_grad():
+        lstm.weight_hh_l0.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*lstm_layer"):
+        y.backward()
