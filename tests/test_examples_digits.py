@@ -14,6 +14,19 @@ from dyngraph.examples import digits as demo
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # The suite runs in parallel on 2 shared cores: multi-threaded BLAS on tiny GEMMs
+    # then oversubscribes the CPU and runs 10-50x slower. One thread keeps the budget.
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
+
+
 @pytest.mark.slow
 def test_digits_cnn_demo(tmp_path):
     out = io.StringIO()
