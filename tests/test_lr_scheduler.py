@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import io
 import math
 
 import numpy as np
@@ -77,8 +77,11 @@ def test_state_dict_resume(name, make):
     """Save scheduler + optimizer after 6 steps, restore into fresh ones: same rates as uninterrupted."""
     ref, _, _, _ = _run(dg, make, 14)
     _, _, sched, opt = _run(dg, make, 6)
-    s_state = copy.deepcopy(sched.state_dict())
-    o_state = copy.deepcopy(opt.state_dict())
+    buf = io.BytesIO()               # through a checkpoint file, as a real resume would
+    dg.save({"sched": sched.state_dict(), "opt": opt.state_dict()}, buf)
+    buf.seek(0)
+    ck = dg.load(buf)
+    s_state, o_state = ck["sched"], ck["opt"]
     opt2 = _opt(dg)
     sched2 = make(dg.optim.lr_scheduler, opt2)
     opt2.load_state_dict(o_state)
