@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import io
 
 import numpy as np
 import pytest
@@ -138,8 +138,11 @@ def test_state_dict_restore_midway(name, kw):
     prob = Problem(dg, arrays)
     opt = _make_opt(dg, name, kw, prob, True)
     _train(prob, opt, 10)
-    saved = copy.deepcopy(opt.state_dict())
-    _train(prob, opt, 3)                 # the live optimizer moves on; the snapshot must not
+    buf = io.BytesIO()                   # through a checkpoint, as a real resume would
+    dg.save(opt.state_dict(), buf)
+    _train(prob, opt, 3)                 # the live optimizer moves on; the saved copy must not
+    buf.seek(0)
+    saved = dg.load(buf)
     # a second model at the step-10 values (re-run from scratch), then the restored optimizer
     prob2 = Problem(dg, arrays)
     _train(prob2, _make_opt(dg, name, kw, prob2, True), 10)
