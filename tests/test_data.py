@@ -429,3 +429,18 @@ def test_timeout_raises_and_cleans_up():
     with pytest.raises(RuntimeError, match="timed out after 0.3 seconds"):
         next(iter(loader))
     assert _children() == []
+
+
+class SlowFirst(Range):
+    def __getitem__(self, i):
+        if i == 0:
+            import time
+            time.sleep(0.5)
+        return i
+
+
+def test_out_of_order_delivery():
+    got = [int(b) for b in DataLoader(SlowFirst(6), batch_size=None, num_workers=2, in_order=False)]
+    assert sorted(got) == list(range(6)) and got[0] != 0       # the slow batch did not hold the others
+    got = [int(b) for b in DataLoader(SlowFirst(6), batch_size=None, num_workers=2)]
+    assert got == list(range(6))

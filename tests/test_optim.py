@@ -276,3 +276,11 @@ def test_adamw_keeps_decoupled_after_load():
     sd["param_groups"][0]["decoupled_weight_decay"] = False
     opt.load_state_dict(sd)
     assert opt.param_groups[0]["decoupled_weight_decay"] is True
+
+
+def test_unsupported_flags_are_loud():
+    a = dg.tensor([1.0], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="Adam: differentiable=True"):
+        dg.optim.Adam([a], differentiable=True)
+    with pytest.raises(NotImplementedError, match="SGD: fused=True"):
+        dg.optim.SGD([a], lr=0.1, fused=True)

@@ -264,6 +264,7 @@ class _MultiProcessIter(_BaseIter):
         self._num_workers = loader.num_workers
         self._prefetch = loader.prefetch_factor or 2
         self._persistent = loader.persistent_workers
+        self._in_order = loader.in_order
         ctx = loader.multiprocessing_context
         if ctx is None:
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
@@ -377,6 +378,9 @@ class _MultiProcessIter(_BaseIter):
                 continue
             if idx not in self._task_info:      # a late reply for a slot already skipped
                 continue
+            if not self._in_order:              # in_order=False: hand out batches as they arrive
+                del self._task_info[idx]
+                return self._process(data)
             if idx == self._rcvd_idx:
                 del self._task_info[idx]
                 self._rcvd_idx += 1

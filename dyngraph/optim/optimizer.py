@@ -56,6 +56,15 @@ class Optimizer:
     """
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any]) -> None:
+        name = type(self).__name__
+        if defaults.get("differentiable"):
+            raise NotImplementedError(
+                f"{name}: differentiable=True (autograd through the optimizer update) is not supported: "
+                "dyngraph optimizers update the raw arrays in place; write the update with tensor ops "
+                "under autograd if you need its gradient")
+        if defaults.get("fused"):
+            raise NotImplementedError(f"{name}: fused=True is not supported (there is no fused CPU kernel); "
+                                      "use foreach=True for fewer, larger array operations")
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}
         self.param_groups: list[dict[str, Any]] = []
