@@ -48,7 +48,16 @@ class Node:
         return _backward_name(self.prim.name)
 
     def __repr__(self) -> str:
-        return f"<{self.name()} object at {id(self):#x}>"
+        info = self.info
+        where = ""
+        if isinstance(info, dict):
+            src = info.get("source")
+            if src is None and info.get("traceback"):
+                f = info["traceback"][-1]
+                src = f"{f.filename}:{f.lineno}"
+            if src:
+                where = f" created at {src}"
+        return f"<{self.name()} object at {id(self):#x}{where}>"
 
     @property
     def next_functions(self):
@@ -184,7 +193,8 @@ def walk(t):
 
     Each entry is ``(depth, node)``; leaves appear as :class:`AccumulateGrad`.
     Where the node recorded its source (anomaly mode or
-    ``dg.autograd.graph.record_source(True)``) the line is in ``node.metadata``.
+    ``dg.autograd.graph.record_source(True)``, the same switch as
+    ``dg.viz.record_source``) the line is in ``node.metadata["source"]``.
 
     >>> for depth, node in dg.autograd.graph.walk(loss):
     ...     print("  " * depth, node.name())
@@ -214,3 +224,10 @@ def walk(t):
         if isinstance(node, Node):
             node.metadata.setdefault("source", describe_source(node))
     return result
+
+
+def record_source(mode: bool = True):
+    """Record the user's source line for every new node (alias of ``dg.viz.record_source``)."""
+    from ..viz.record import record_source as _record_source  # noqa: PLC0415
+
+    return _record_source(mode)
