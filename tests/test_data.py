@@ -444,3 +444,19 @@ def test_out_of_order_delivery():
     assert sorted(got) == list(range(6)) and got[0] != 0       # the slow batch did not hold the others
     got = [int(b) for b in DataLoader(SlowFirst(6), batch_size=None, num_workers=2)]
     assert got == list(range(6))
+
+
+class Big(Range):
+    def __getitem__(self, i):
+        return np.full(1 << 18, i, dtype=np.float64)      # 2 MiB per sample: fills the pipe
+
+
+def test_early_break_with_large_batches_is_fast():
+    import time
+    loader = DataLoader(Big(64), batch_size=4, num_workers=2, prefetch_factor=4)
+    it = iter(loader)
+    next(it)
+    t0 = time.perf_counter()
+    it._shutdown_workers()
+    assert time.perf_counter() - t0 < 3.0
+    assert _children() == []

@@ -188,6 +188,8 @@ def _worker_loop(dataset, index_queue, result_queue, done_event, auto_collation,
                     return
                 continue
             if task is None:
+                # Shutting down: don't block at exit flushing batches nobody will read.
+                result_queue.cancel_join_thread()
                 return
             if done_event.is_set():
                 continue
