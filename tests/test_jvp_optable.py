@@ -18,15 +18,6 @@ from tests.opinfo import all_ops
 EPS = 1e-6
 N_SAMPLES = 2
 
-# Known bugs in other modules (reported to their owners); the double-vjp trick is the
-# first test that differentiates these rules with respect to their incoming gradient.
-_POOL_BUG = ("pool_scatter's vjp rule reads its `idx` input, which the primitive does not "
-             "save (it arrives as a Meta): dyngraph/ops/conv.py needs save_inputs on pool_scatter")
-XFAIL = {name: _POOL_BUG for name in (
-    "max_pool2d", "max_pool2d_indices", "max_pool2d_dilation", "max_pool1d_indices",
-    "adaptive_max_pool2d", "adaptive_max_pool1d")}
-
-
 def _cases():
     cases = []
     for op in all_ops():
@@ -34,8 +25,7 @@ def _cases():
             continue
         samples = op.samples(np.random.default_rng(0), np.dtype("float64"))
         for i in range(min(N_SAMPLES, len(samples))):
-            marks = [pytest.mark.xfail(reason=XFAIL[op.name], strict=False)] if op.name in XFAIL else []
-            cases.append(pytest.param(op, i, id=f"{op.name}-{i}", marks=marks))
+            cases.append(pytest.param(op, i, id=f"{op.name}-{i}"))
     return cases
 
 
