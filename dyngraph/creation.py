@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from . import dtypes as _dt
-from .backend import device as _device, move_to
+from .backend import device as _device
+from .backend import move_to
 from .random import rng_of
 from .tensor import Tensor
 
@@ -360,3 +361,109 @@ def is_tensor(obj) -> bool:
 
 def numel(t: Tensor) -> int:
     return t.numel()
+
+
+# -- Tensor.new_* and in-place random fills ------------------------------------------
+# ``x.new_zeros(2, 3)`` etc. create a tensor with ``x``'s dtype and device (PyTorch's
+# rule, also for ``new_tensor`` of Python ints); ``x.normal_()`` etc. refill ``x``.
+
+def _new_like(self: Tensor, arr_fn, dtype, device, requires_grad) -> Tensor:
+    np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else self._data.dtype
+    dev = device if device is not None else (None if self.device.type == "cpu" else self.device)
+    return _finish(arr_fn(np_dt), dev, requires_grad)
+
+
+def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data``, with this tensor's dtype/device by default.
+
+    >>> dg.zeros(2, dtype=dg.float64).new_tensor([1, 2]).dtype
+    dyngraph.float64
+    """
+    if isinstance(data, Tensor):
+        data = data._data
+    return _new_like(self, lambda dt: _to_array(data, dt, copy=True), dtype, device, requires_grad)
+
+
+def new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of shape ``size`` with this tensor's dtype/device: ``x.new_zeros(2, 3)``."""
+    return _new_like(self, lambda dt: np.zeros(_shape_arg(size), dt), dtype, device, requires_grad)
+
+
+def new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Ones of shape ``size`` with this tensor's dtype/device: ``x.new_ones((2, 3))``."""
+    return _new_like(self, lambda dt: np.ones(_shape_arg(size), dt), dtype, device, requires_grad)
+
+
+def new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uninitialised values of shape ``size`` with this tensor's dtype/device."""
+    return _new_like(self, lambda dt: np.empty(_shape_arg(size), dt), dtype, device, requires_grad)
+
+
+def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``fill_value`` everywhere, shape ``size``, this tensor's dtype/device: ``x.new_full((2,), 7.)``."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    shape = _shape_arg((size,) if isinstance(size, int) else (tuple(size),))
+    return _new_like(self, lambda dt: np.full(shape, fill_value, dt), dtype, device, requires_grad)
+
+
+def _refill(self: Tensor, values: np.ndarray, op: str) -> Tensor:
+    """Overwrite ``self`` in place with freshly sampled ``values`` (no gradient flows
+    to the old value, as in PyTorch)."""
+    from .autograd.grad_mode import STATE  # noqa: PLC0415
+    from .ops.inplace import _check_target, apply_inplace, bump_version  # noqa: PLC0415
+
+    _check_target(self, op)
+    if self._rg and STATE.grad_enabled:
+        const = Tensor._make(values.astype(self._data.dtype), False, None, 0)
+        return apply_inplace(self, lambda s: s * 0 + const, op)
+    if self._data.flags.writeable:
+        self._data[...] = values
+    else:
+        self._data = values.astype(self._data.dtype)
+    bump_version(self)
+    return self
+
+
+def _check_float(self: Tensor, op: str) -> None:
+    if self._data.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating point tensor, got {self.dtype} "
+                        f"(shape {list(self.shape)}); convert with .float() first")
+
+
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    """Refill with samples of N(mean, std²) in place: ``m.weight.data.normal_(0, 0.02)``."""
+    _check_float(self, "normal_")
+    return _refill(self, mean + std * rng_of(generator).standard_normal(self._data.shape), "normal_")
+
+
+def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **kwargs) -> Tensor:
+    """Refill with samples of U(a, b) in place (PyTorch's keywords ``from``/``to`` work too)."""
+    a, b = kwargs.pop("from", a), kwargs.pop("to", b)
+    if kwargs:
+        raise TypeError(f"uniform_() got unexpected keyword arguments {sorted(kwargs)}")
+    _check_float(self, "uniform_")
+    return _refill(self, rng_of(generator).uniform(a, b, self._data.shape), "uniform_")
+
+
+def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
+    """Refill with 0/1 samples, 1 with probability ``p`` (a number or a tensor)."""
+    probs = p._data if isinstance(p, Tensor) else p
+    return _refill(self, (rng_of(generator).random(self._data.shape) < probs).astype(np.float64), "bernoulli_")
+
+
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    """Refill with samples of an exponential distribution with rate ``lambd``."""
+    _check_float(self, "exponential_")
+    return _refill(self, rng_of(generator).exponential(1.0 / lambd, self._data.shape), "exponential_")
+
+
+def _install_methods() -> None:
+    from .ops._util import install  # noqa: PLC0415
+
+    install({"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones,
+             "new_empty": new_empty, "new_full": new_full, "normal_": normal_,
+             "uniform_": uniform_, "bernoulli_": bernoulli_, "exponential_": exponential_})
+
+
+_install_methods()

@@ -23,7 +23,7 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
-    "dist",
+    "dist", "cdist",
 ]
 
 
@@ -973,6 +973,32 @@ def dist(input, other, p: float = 2):  # noqa: A002
     tensor(5.)
     """
     return vector_norm(input - other, p)
+
+
+def cdist(x1, x2, p: float = 2.0, compute_mode=None):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2``
+    (..., R, M), batch dimensions broadcast: result (..., P, R).
+
+    Computed as the norm of the broadcast differences (exact, no ``|a|²+|b|²-2ab``
+    cancellation, so it matches PyTorch's ``compute_mode`` results to rounding; memory
+    is P·R·M per batch).  The gradient at a zero distance is zero, as in PyTorch.
+
+    >>> dg.cdist(dg.tensor([[0., 0.], [1., 1.]]), dg.tensor([[3., 4.]]))
+    tensor([[5.0000],
+            [3.6056]])
+    """
+    x1 = as_tensor_arg(x1, "cdist")
+    x2 = as_tensor_arg(x2, "cdist")
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(
+            f"cdist: expected x1 (..., P, M) and x2 (..., R, M) with the same M and at least 2 "
+            f"dimensions each, got shapes {list(x1.shape)} and {list(x2.shape)}")
+    if p < 0:
+        raise RuntimeError(f"cdist only supports non-negative p values, got p={p}")
+    if compute_mode not in (None, "use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode")
+    return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, dim=-1)
 
 
 def sum_to_size(input, *size):  # noqa: A002

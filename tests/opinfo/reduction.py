@@ -275,6 +275,12 @@ OPS = [
     OpInfo("dist", lambda m, x, y, **kw: m.dist(x, y, **kw), lambda rng, dt: [
         Sample((randn(rng, (2, 3), dt), randn(rng, (3,), dt)), desc="bcast"),
         Sample((randn(rng, (4,), dt), randn(rng, (4,), dt)), {"p": 1}, desc="p1")]),
+    OpInfo("cdist", lambda m, x, y, **kw: m.cdist(x, y, **kw), lambda rng, dt: [
+        Sample((randn(rng, (3, 2), dt), randn(rng, (4, 2), dt)), desc="p2"),
+        Sample((randn(rng, (2, 3, 2), dt), randn(rng, (2, 2), dt)), {"p": 1.0}, desc="batch_bcast_p1"),
+        Sample((randn(rng, (3, 2), dt), randn(rng, (2, 2), dt)), {"p": 3.0}, desc="p3"),
+        Sample((randn(rng, (2, 2), dt), randn(rng, (3, 2), dt)), {"p": float("inf")}, desc="pinf")],
+           gradgrad=False),  # PyTorch has no double backward for cdist ("_cdist_backward")
     OpInfo("sum_to_size", lambda m, x: x.sum_to_size(3, 1) * 2.0,
            lambda rng, dt: [Sample((randn(rng, (2, 3, 4), dt),))]),
     OpInfo("nansum", _kw_call("nansum"), _nan_samples),
