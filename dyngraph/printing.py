@@ -58,7 +58,8 @@ def format_array(a: np.ndarray, prefix: str) -> str:
     if a.dtype.kind == "f":
         fmt = {"float_kind": _float_formatter(a)}
     elif a.dtype.kind == "b":
-        fmt = {"bool": lambda v: "True" if v else "False"}
+        width = 5 if (a.size and not a.all()) else 4  # PyTorch right-aligns " True" next to "False"
+        fmt = {"bool": lambda v: ("True" if v else "False").rjust(width)}
     else:
         fmt = None
     if a.size == 0:
