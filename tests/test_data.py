@@ -390,6 +390,13 @@ def test_sst_real_data_default_root():
     assert "lovely" in dev[0].leaves()
 
 
+def test_sst_all_real_splits_parse_including_no_break_space_words():
+    sizes = {sp: len(dg.data.datasets.SST(split=sp)) for sp in ("train", "dev", "test")}
+    assert sizes == {"train": 9645, "dev": 1101, "test": 2210}
+    tree = dg.data.datasets.parse_tree("(2 (2 8\xa01\\/2) (3 good))")
+    assert tree.children[0].word == "8\xa01\\/2"
+
+
 def test_transforms():
     img = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(3, 3, 2)          # HWC
     t = T.ToTensor()(img)

@@ -16,7 +16,9 @@ from ..dataset import Dataset
 
 __all__ = ["Tree", "parse_tree", "read_trees", "SST", "TreeFormatError"]
 
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+# Words are separated by ASCII whitespace only: SST has words such as "8\xa01\/2" that
+# contain a no-break space, which ``\s`` (Unicode) would split.
+_TOKEN = re.compile(r"\(|\)|[^ \t\n\r\f\v()]+")
 
 
 class TreeFormatError(ValueError):
