@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import time
 
 import numpy as np
@@ -39,7 +38,6 @@ from dyngraph import nn
 from dyngraph.nn import functional as F  # noqa: N812  (PyTorch convention)
 
 UNK = 0
-_TOKENS = re.compile(r"[()]|[^ ()]+")  # only ASCII spaces separate tokens
 
 
 # ---------------------------------------------------------------------------
@@ -91,60 +89,53 @@ class Sentence:
 
 
 def parse(line: str) -> Sentence:
-    """Parse ``(3 (2 The) (4 (2 Rock) ...))`` without recursion.
+    """One PTB-format line (``(3 (2 The) (4 good))``) as post-order arrays."""
+    return from_tree(dg.data.datasets.parse_tree(line))
 
-    Only ASCII spaces separate tokens (a few SST words contain a no-break space).
-    Unary chains are collapsed into their child; every internal node has two children.
+
+def from_tree(tree) -> Sentence:
+    """Flatten a :class:`dg.data.datasets.Tree` into post-order arrays, without recursion.
+
+    Unary chains are collapsed into their child (which takes the upper label);
+    every internal node then has two children.
     """
     s = Sentence()
-    stack: list = []  # per open bracket: [label, word, children]
-    expect_label = False
-    for tok in _TOKENS.findall(line):
-        if tok == "(":
-            expect_label = True
-        elif tok == ")":
-            label, word, kids = stack.pop()
-            if word is not None:
-                k = len(s.label)
-                s.label.append(label)
-                s.word.append(word)
-                s.left.append(-1)
-                s.right.append(-1)
-            elif len(kids) == 1:
-                k = kids[0]
-                s.label[k] = label
-            elif len(kids) == 2:
-                k = len(s.label)
-                s.label.append(label)
-                s.word.append(None)
-                s.left.append(kids[0])
-                s.right.append(kids[1])
-            else:
-                raise ValueError(f"SST: a node with {len(kids)} children in a binary treebank: {line[:60]}")
-            if stack:
-                stack[-1][2].append(k)
-        elif expect_label:
-            stack.append([int(tok), None, []])
-            expect_label = False
+    index = {}
+    for node in tree.postorder():
+        if node.word is not None:
+            k = len(s.label)
+            s.label.append(node.label)
+            s.word.append(node.word)
+            s.left.append(-1)
+            s.right.append(-1)
+        elif len(node.children) == 1:
+            k = index[id(node.children[0])]
+            s.label[k] = node.label
+        elif len(node.children) == 2:
+            k = len(s.label)
+            s.label.append(node.label)
+            s.word.append(None)
+            s.left.append(index[id(node.children[0])])
+            s.right.append(index[id(node.children[1])])
         else:
-            stack[-1][1] = tok
+            raise ValueError(f"SST: a node with {len(node.children)} children in a binary treebank: "
+                             f"{str(tree)[:60]}")
+        index[id(node)] = k
     return s.finish()
 
 
 def load_split(root: str, split: str, limit: int | None = None, seed: int = 0) -> list:
-    """The trees of one split; ``limit`` keeps a random sample (the files are sorted by label)."""
-    path = os.path.join(root, f"{split}.txt")
-    if not os.path.exists(path):
+    """The trees of one split, read with ``dg.data.datasets.SST``; ``limit`` keeps a random
+    sample (the files are sorted by label)."""
+    if not os.path.exists(os.path.join(root, f"{split}.txt")):
         raise FileNotFoundError(
-            f"tree_lstm: {path!r} not found; pass --data pointing at the SST directory "
-            "holding train.txt, dev.txt and test.txt")
-    with open(path, encoding="utf-8") as f:
-        lines = [line.strip() for line in f if line.strip()]
-    if limit is not None and limit < len(lines):
-        keep = np.random.default_rng(seed).choice(len(lines), size=limit, replace=False)
-        lines = [lines[i] for i in np.sort(keep)]
-    out = [parse(line) for line in lines]
-    return out
+            f"tree_lstm: {os.path.join(root, split + '.txt')!r} not found; pass --data pointing at "
+            "the SST directory holding train.txt, dev.txt and test.txt")
+    trees = dg.data.datasets.SST(root=root, split=split).trees
+    if limit is not None and limit < len(trees):
+        keep = np.random.default_rng(seed).choice(len(trees), size=limit, replace=False)
+        trees = [trees[i] for i in np.sort(keep)]
+    return [from_tree(t) for t in trees]
 
 
 def build_vocab(sentences, min_count: int = 1) -> dict:
