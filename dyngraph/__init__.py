@@ -60,3 +60,10 @@ def __getattr__(name):
         mod, attr = _LAZY_ATTRS[name]
         return getattr(importlib.import_module(f".{mod}", __name__), attr)
     raise AttributeError(f"module 'dyngraph' has no attribute {name!r}")
+
+# torch.cuda / torch.backends and the preamble switches of ordinary scripts.
+from . import backends, cuda  # noqa: E402,F401
+from .backends import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled, get_num_threads, set_num_threads,
+    use_deterministic_algorithms,
+)

@@ -68,3 +68,89 @@ def test_program_matches_torch(name, tmp_path, monkeypatch):
     rtol = getattr(prog, "RTOL", 1e-9)
     atol = getattr(prog, "ATOL", rtol * 1e-3)
     _compare(expected, got, rtol, atol, name)
+
+
+# -- API gaps the programs found, each checked against torch directly --------------------
+
+def test_new_factories_follow_self_dtype():
+    for dt in ("float32", "float64", "int64"):
+        a = dyngraph.zeros(2, dtype=getattr(dyngraph, dt))
+        t = torch.zeros(2, dtype=getattr(torch, dt))
+        pairs = [(a.new_tensor([1, 2]), t.new_tensor([1, 2])),
+                 (a.new_zeros(2, 3), t.new_zeros(2, 3)), (a.new_ones((3,)), t.new_ones((3,))),
+                 (a.new_full((2, 2), 7), t.new_full((2, 2), 7)),
+                 (a.new_zeros(2, dtype=dyngraph.bool), t.new_zeros(2, dtype=torch.bool))]
+        for d, r in pairs:
+            assert str(d.dtype).split(".")[1] == str(r.dtype).split(".")[1]
+            np.testing.assert_array_equal(d.numpy(), r.numpy())
+        assert a.new_empty(4, 1).shape == (4, 1) and a.new_empty(1).dtype == a.dtype
+    leaf = dyngraph.ones(2).new_tensor([1.0], requires_grad=True)
+    assert leaf.requires_grad and leaf.is_leaf
+
+
+def test_random_fills_in_place():
+    dyngraph.manual_seed(0)
+    w = dyngraph.empty(200, 50, dtype=dyngraph.float64)
+    same = w
+    w.normal_(1.0, 0.5)
+    assert same is w and abs(w.mean().item() - 1.0) < 0.02 and abs(w.std().item() - 0.5) < 0.02
+    w.uniform_(-2, 3)
+    assert w.min().item() >= -2 and w.max().item() < 3 and abs(w.mean().item() - 0.5) < 0.05
+    g1 = dyngraph.empty(5).uniform_(generator=dyngraph.Generator().manual_seed(1))
+    g2 = dyngraph.empty(5).uniform_(generator=dyngraph.Generator().manual_seed(1))
+    assert dyngraph.equal(g1, g2)
+    b = dyngraph.empty(1000).bernoulli_(0.25)
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean().item() - 0.25) < 0.05
+    assert dyngraph.empty(1000).exponential_(2.0).mean().item() == pytest.approx(0.5, abs=0.07)
+    p = dyngraph.nn.Parameter(dyngraph.zeros(3))
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        p.normal_()
+    with dyngraph.no_grad():
+        p.uniform_(-1, 1)
+    assert p.requires_grad and p.abs().max().item() <= 1
+    with pytest.raises(TypeError, match="floating point"):
+        dyngraph.zeros(2, dtype=dyngraph.int64).normal_()
+
+
+def test_fill_diagonal_and_triangles_in_place_match_torch():
+    for shape, wrap in [((2, 3), False), ((7, 3), True), ((7, 3), False), ((3, 3, 3), False)]:
+        d = dyngraph.zeros(*shape).fill_diagonal_(5.0, wrap=wrap)
+        t = torch.zeros(*shape).fill_diagonal_(5.0, wrap=wrap)
+        np.testing.assert_array_equal(d.numpy(), t.numpy())
+    with pytest.raises(RuntimeError, match="fill_diagonal_"):
+        dyngraph.zeros(2, 3, 4).fill_diagonal_(1.0)
+    a = np.arange(12.0).reshape(3, 4)
+    for name, k in [("tril_", 0), ("triu_", 1), ("tril_", -1)]:
+        xd = dyngraph.tensor(a, requires_grad=True)
+        xt = torch.tensor(a, requires_grad=True)
+        yd, yt = getattr(xd * 2, name)(k), getattr(xt * 2, name)(k)
+        (yd * yd).sum().backward()
+        (yt * yt).sum().backward()
+        np.testing.assert_array_equal(yd.detach().numpy(), yt.detach().numpy())
+        np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+    xd = dyngraph.ones(3, 3, requires_grad=True)
+    (xd * 1.0).fill_diagonal_(0.0).sum().backward()
+    np.testing.assert_array_equal(xd.grad.numpy(), 1 - np.eye(3))
+
+
+def test_cuda_backends_threads_preamble():
+    assert dyngraph.cuda.is_available() == dyngraph.backend.cuda_available()
+    if not dyngraph.cuda.is_available():
+        assert dyngraph.cuda.device_count() == 0
+        with pytest.raises(RuntimeError, match="no GPU"):
+            dyngraph.cuda.current_device()
+    dyngraph.cuda.manual_seed_all(5)
+    a = dyngraph.rand(3)
+    dyngraph.manual_seed(5)
+    assert dyngraph.equal(a, dyngraph.rand(3))
+    dyngraph.backends.cudnn.deterministic = True
+    assert dyngraph.backends.cudnn.deterministic and not dyngraph.backends.mps.is_available()
+    before = dyngraph.get_num_threads()
+    dyngraph.set_num_threads(1)
+    assert dyngraph.get_num_threads() == 1
+    dyngraph.set_num_threads(before)
+    with pytest.raises(ValueError, match="positive"):
+        dyngraph.set_num_threads(0)
+    dyngraph.use_deterministic_algorithms(True)
+    assert dyngraph.are_deterministic_algorithms_enabled()
+    dyngraph.use_deterministic_algorithms(False)

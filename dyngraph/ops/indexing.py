@@ -1348,3 +1348,24 @@ install({
 })
 
 _ = _dt
+
+
+def fill_diagonal_(self, fill_value, wrap: bool = False):
+    """Write ``fill_value`` on the main diagonal in place (all dims equal when ndim > 2;
+    for a tall matrix ``wrap=True`` restarts the diagonal every ``ncols + 1`` rows).
+
+    >>> dg.zeros(2, 3).fill_diagonal_(1.0)
+    tensor([[1., 0., 0.],
+            [0., 1., 0.]])
+    """
+    shape = self._data.shape
+    if self.ndim < 2 or (self.ndim > 2 and len(set(shape)) != 1):
+        raise RuntimeError(
+            f"fill_diagonal_: dimensions must be at least 2 and all of equal length when more "
+            f"than 2, got a tensor of shape {list(shape)}")
+    mask = np.zeros(shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return masked_fill_(self, Tensor._make(mask, False, None, 0), fill_value)
+
+
+install({"fill_diagonal_": fill_diagonal_})

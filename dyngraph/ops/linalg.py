@@ -92,6 +92,8 @@ def _unsq_second_last(a):
 
 
 def _matmul_vjp_x(g, out, x, y):
+    if x.ndim == 2 and y.ndim == 2:  # the common case: no batch dimensions to sum over
+        return g @ y.mT  # operators: NumPy directly on arrays, dyngraph ops on Tensors
     if x.ndim == 1 and y.ndim == 1:
         return g * y
     if y.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
@@ -99,7 +101,7 @@ def _matmul_vjp_x(g, out, x, y):
     if x.ndim == 1:  # (k,) @ (..., k, m) -> (..., m)
         gx = matmul_p(y, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gx), x.shape)
-    gx = g @ y.mT  # operators: NumPy directly on arrays, dyngraph ops on Tensors
+    gx = g @ y.mT
     return gx if gx.shape == x.shape else _sum_to(gx, x.shape)
 
 
@@ -110,6 +112,8 @@ def _squeeze_last(a):
 
 
 def _matmul_vjp_y(g, out, x, y):
+    if x.ndim == 2 and y.ndim == 2:
+        return x.mT @ g
     if x.ndim == 1 and y.ndim == 1:
         return g * x
     if x.ndim == 1:  # (k,) @ (..., k, m): gy = x[:, None] * g[..., None, :]
@@ -887,3 +891,17 @@ install({
     "trace": trace, "tril": tril, "triu": triu, "inverse": inverse, "det": det,
     "slogdet": slogdet, "logdet": logdet, "cholesky": cholesky, "qr": qr,
 })
+
+
+def _tri_inplace(fn, name):
+    def method(self, diagonal: int = 0):
+        from .inplace import apply_inplace  # noqa: PLC0415  (inplace imports this family)
+
+        return apply_inplace(self, lambda s: fn(s, diagonal), name)
+
+    method.__name__ = name
+    method.__doc__ = f"In-place ``{fn.__name__}``: ``x.{name}(diagonal=0)``."
+    return method
+
+
+install({"tril_": _tri_inplace(tril, "tril_"), "triu_": _tri_inplace(triu, "triu_")})
