@@ -23,7 +23,10 @@ torch = pytest.importorskip("torch")
 PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(port_pkg.__path__) if m.name.startswith("p"))
 
 # Programs that hit a gap in a file this suite may not change: {name: reason}.
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "p16_lbfgs_logreg": "dg.optim.LBFGS is missing (dyngraph/optim/ has no LBFGS; owned by the "
+                        "training-stack engineer)",
+}
 
 
 def _compare(a, b, rtol: float, atol: float, where: str) -> None:
@@ -54,10 +57,10 @@ def _compare(a, b, rtol: float, atol: float, where: str) -> None:
         raise TypeError(f"{where}: programs must return plain data, got {type(a).__name__}")
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[n], strict=True)) if n in XFAIL else n
+    for n in PROGRAMS])
 def test_program_matches_torch(name, tmp_path, monkeypatch):
-    if name in XFAIL:
-        pytest.xfail(XFAIL[name])
     monkeypatch.chdir(tmp_path)  # programs that save checkpoints write here
     prog = importlib.import_module(f"tests.port.{name}")
     shared = Shared()
