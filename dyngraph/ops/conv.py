@@ -568,6 +568,10 @@ def max_pool_p(x, kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), ce
     nd = len(kernel_size)
     sp = x.shape[2:]
     out = _pool_out(sp, kernel_size, stride, padding, dilation, ceil_mode)
+    if _tiled(nd, kernel_size, stride, padding, dilation, sp, out) and x.dtype.kind == "f":
+        res = _max_pool_tiled(x, kernel_size, out)
+        if res is not None:
+            return res
     need = tuple((out[i] - 1) * stride[i] + dilation[i] * (kernel_size[i] - 1) + 1 for i in range(nd))
     extra = tuple(max(0, need[i] - (sp[i] + 2 * padding[i])) for i in range(nd))
     xp = _pad(x, tuple((p, p) for p in padding), -np.inf, extra)
@@ -580,9 +584,54 @@ def max_pool_p(x, kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), ce
     return vals, idx.astype(np.int64)
 
 
+def _tiled(nd, kernel, stride, padding, dilation, size, out) -> bool:
+    """2-d pooling whose windows tile the input (stride == kernel, no padding or dilation)."""
+    return (nd == 2 and tuple(stride) == tuple(kernel) and not any(padding)
+            and all(d == 1 for d in dilation)
+            and all(out[i] * kernel[i] <= size[i] for i in range(2)))
+
+
+def _max_pool_tiled(x, kernel, out):
+    """Fast path of max pooling for tiling windows.
+
+    The windows are laid out as ``kh*kw`` contiguous planes (one copy of the input),
+    then reduced with ``kh*kw - 1`` vectorised comparisons: the first maximum wins,
+    as in PyTorch's scan order.  Windows holding NaN go the general way (PyTorch
+    returns the NaN and its index)."""
+    kh, kw = kernel
+    ho, wo = out
+    n, c, _, w = x.shape
+    t = x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw)
+    planes = np.ascontiguousarray(t.transpose(3, 5, 0, 1, 2, 4)).reshape(kh * kw, -1)
+    best = planes[0].copy()
+    arg = np.zeros(best.shape, np.int8)
+    for j in range(1, kh * kw):
+        v = planes[j]
+        np.copyto(arg, j, where=v > best)
+        np.maximum(best, v, out=best)
+    if np.isnan(best).any():
+        return None
+    # flat plane index = window origin + offset of the winning element (a table look-up:
+    # integer division over the whole output would cost more than the pooling itself)
+    offsets = np.array([(j // kw) * w + j % kw for j in range(kh * kw)], np.int64)
+    # (take on the flat array: NumPy's multi-dimensional take is ~8x slower)
+    idx = _window_origins(ho, wo, kh, kw, w) + offsets.take(arg).reshape(n, c, ho, wo)
+    return best.reshape(n, c, ho, wo), idx
+
+
+def _window_origins(ho, wo, kh, kw, w):
+    return (np.arange(ho, dtype=np.int64).reshape(ho, 1) * (kh * w)
+            + np.arange(wo, dtype=np.int64).reshape(1, wo) * kw)
+
+
 @primitive("pool_scatter", save_inputs=True, nondiff_argnums=(1,))
-def pool_scatter_p(g, idx, in_size=(1,)):
-    """Adjoint of ``pool_gather``: add g[..., j] into plane position idx[..., j] (zeros elsewhere)."""
+def pool_scatter_p(g, idx, in_size=(1,), window=None):
+    """Adjoint of ``pool_gather``: add g[..., j] into plane position idx[..., j] (zeros elsewhere).
+
+    ``window=(kh, kw)`` says the indices come from tiling 2-d windows (each input position
+    in at most one window), which allows a scatter without ``bincount``."""
+    if window is not None:
+        return _scatter_tiled(g, idx, in_size, window)
     n, c = g.shape[:2]
     m = _prod(in_size)
     rows = n * c
@@ -591,6 +640,17 @@ def pool_scatter_p(g, idx, in_size=(1,)):
     base = (np.arange(rows, dtype=np.int64) * m).reshape((n, c) + (1,) * (idx.ndim - 2))
     flat = np.bincount((idx + base).ravel(), weights=g.ravel(), minlength=rows * m)
     return flat.astype(g.dtype, copy=False).reshape((n, c) + tuple(in_size))
+
+
+def _scatter_tiled(g, idx, in_size, window):
+    """Tiling windows never share an input position, so the scatter is a plain fancy-index
+    assignment (no accumulation needed; ~2.5x faster than ``bincount``)."""
+    n, c = g.shape[:2]
+    m = _prod(in_size)
+    out = np.zeros(n * c * m, dtype=g.dtype)
+    base = (np.arange(n * c, dtype=np.int64) * m).reshape((n, c) + (1,) * (idx.ndim - 2))
+    out[(idx + base).ravel()] = g.ravel()
+    return out.reshape((n, c) + tuple(in_size))
 
 
 @primitive("pool_gather", save_inputs=True, nondiff_argnums=(1,))
@@ -602,11 +662,16 @@ def pool_gather_p(x, idx):
 
 
 def _max_pool_vjp(g, out, x, kernel_size, stride, padding, dilation, ceil_mode):
-    return pool_scatter_p(g[0], out[1], in_size=tuple(x.shape[2:]))
+    in_size = tuple(x.shape[2:])
+    nd = len(kernel_size)
+    outsz = tuple(out[1].shape[2:])
+    if _tiled(nd, kernel_size, stride, padding, dilation, in_size, outsz):
+        return pool_scatter_p(g[0], out[1], in_size=in_size, window=tuple(kernel_size))
+    return pool_scatter_p(g[0], out[1], in_size=in_size)
 
 
 max_pool_p.defvjp(_max_pool_vjp)
-pool_scatter_p.defvjp(lambda g, out, gy, idx, in_size: pool_gather_p(g, idx), None)
+pool_scatter_p.defvjp(lambda g, out, gy, idx, in_size, window=None: pool_gather_p(g, idx), None)
 pool_gather_p.defvjp(lambda g, out, x, idx: pool_scatter_p(g, idx, in_size=tuple(x.shape[2:])), None)
 
 
