@@ -67,3 +67,6 @@ from .backends import (  # noqa: E402,F401
     are_deterministic_algorithms_enabled, get_num_threads, set_num_threads,
     use_deterministic_algorithms,
 )
+from .memory_format import (  # noqa: E402,F401
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)

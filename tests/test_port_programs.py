@@ -26,6 +26,9 @@ PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(port_pkg.__path__) if m.n
 XFAIL: dict[str, str] = {
     "p16_lbfgs_logreg": "dg.optim.LBFGS is missing (dyngraph/optim/ has no LBFGS; owned by the "
                         "training-stack engineer)",
+    "p23_custom_optimizer": "dg.optim.Optimizer.state is a plain dict (dyngraph/optim/optimizer.py "
+                            "lines 69 and 215); PyTorch's is collections.defaultdict(dict), so "
+                            "`state = self.state[p]` in a custom optimizer's first step raises KeyError",
 }
 
 
@@ -157,3 +160,33 @@ def test_cuda_backends_threads_preamble():
     dyngraph.use_deterministic_algorithms(True)
     assert dyngraph.are_deterministic_algorithms_enabled()
     dyngraph.use_deterministic_algorithms(False)
+
+
+def test_addcmul_addcdiv_clamp_in_place_match_torch():
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((3, 3, 4))
+    c = np.abs(c) + 0.5
+    for name, kw in [("addcmul_", {"value": 0.3}), ("addcdiv_", {"value": -2}), ("addcmul_", {})]:
+        xd, xt = dyngraph.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        yd = getattr(xd * 1.0, name)(dyngraph.tensor(b), dyngraph.tensor(c), **kw)
+        yt = getattr(xt * 1.0, name)(torch.tensor(b), torch.tensor(c), **kw)
+        (yd ** 2).sum().backward()
+        (yt ** 2).sum().backward()
+        np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    d, t = dyngraph.tensor(a), torch.tensor(a)
+    d.clamp_min_(0.1).clamp_max_(0.5)
+    t.clamp_min_(0.1).clamp_max_(0.5)
+    np.testing.assert_array_equal(d.numpy(), t.numpy())
+    with pytest.raises(RuntimeError, match="addcdiv"):
+        dyngraph.addcdiv(dyngraph.zeros(2), dyngraph.tensor([1, 2]), dyngraph.tensor([2, 2]))
+
+
+def test_memory_format_tokens():
+    x = dyngraph.ones(1, 2, 3, 3)
+    assert dyngraph.zeros_like(x, memory_format=dyngraph.preserve_format).shape == x.shape
+    assert x.contiguous(memory_format=dyngraph.channels_last).shape == x.shape
+    assert repr(dyngraph.channels_last) == "dyngraph.channels_last"
+    import pickle
+
+    assert pickle.loads(pickle.dumps(dyngraph.contiguous_format)) is dyngraph.contiguous_format

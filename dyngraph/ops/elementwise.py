@@ -31,6 +31,7 @@ __all__ = [
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan",
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
+    "addcmul", "addcdiv", "clamp_min", "clamp_max",
 ]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -958,3 +959,64 @@ install({
 })
 
 _ = xp  # re-exported helper for op authors
+
+
+# -- composites used by hand-written optimizers and training loops -------------------
+# Built from the primitives above, so values, gradients and second-order gradients
+# follow from theirs.
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 * tensor2`` (broadcast).
+
+    >>> dg.addcmul(dg.zeros(2), dg.tensor([1., 2.]), dg.tensor([3., 4.]), value=0.5)
+    tensor([1.5000, 4.0000])
+    """
+    prod = mul(tensor1, tensor2)
+    return add(input, prod if value == 1 else mul(prod, value))
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 / tensor2`` (broadcast), as in Adam's update
+    ``p.addcdiv_(exp_avg, denom, value=-step_size)``.
+
+    >>> dg.addcdiv(dg.ones(2), dg.tensor([1., 2.]), dg.tensor([4., 4.]), value=2)
+    tensor([1.5000, 2.0000])
+    """
+    t1 = as_tensor_arg(tensor1, "addcdiv")
+    t2 = as_tensor_arg(tensor2, "addcdiv")
+    if t1._data.dtype.kind in "biu" and t2._data.dtype.kind in "biu":
+        raise RuntimeError(
+            "addcdiv: integer division of tensors is no longer supported; convert tensor1 "
+            f"({t1.dtype}) or tensor2 ({t2.dtype}) to a floating point dtype")
+    quot = div(t1, t2)
+    return add(input, quot if value == 1 else mul(quot, value))
+
+
+def clamp_min(input, min):  # noqa: A002
+    """``clamp(input, min=min)``."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    """``clamp(input, max=max)``."""
+    return clamp(input, max=max)
+
+
+def _install_composites() -> None:
+    def inplace(fn, name):
+        def method(self, *args, **kwargs):
+            from .inplace import apply_inplace  # noqa: PLC0415  (inplace imports this module)
+
+            return apply_inplace(self, lambda s: fn(s, *args, **kwargs), name)
+
+        method.__name__ = name
+        method.__doc__ = f"In-place ``{fn.__name__}`` (autograd-aware, bumps the version counter)."
+        return method
+
+    install({"addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
+             "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
+             "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),
+             "clamp_max_": inplace(clamp_max, "clamp_max_")})
+
+
+_install_composites()

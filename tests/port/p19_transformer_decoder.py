@@ -48,7 +48,8 @@ def run(torch, shared):
             h = self.pos(self.emb(tokens))
             a, w = self.mha(h, h, h, attn_mask=causal, need_weights=True)
             memory = self.ln(h + a)
-            h = self.dec(h, memory, tgt_mask=causal, tgt_key_padding_mask=pad_mask,
+            causal_bool = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            h = self.dec(h, memory, tgt_mask=causal_bool, tgt_key_padding_mask=pad_mask,
                          memory_key_padding_mask=pad_mask, tgt_is_causal=True)
             return self.out(h), w
 

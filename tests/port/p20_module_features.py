@@ -23,7 +23,7 @@ def run(torch, shared):
             self.act = nn.ReLU()
 
         def forward(self, x):
-            for block, s in zip(self.blocks, self.scales):
+            for block, s in zip(self.blocks, self.scales, strict=True):
                 x = self.act(block(x)) * s + x
             return self.heads["cls"](x), self.heads["reg"](x).squeeze(-1)
 

@@ -43,7 +43,7 @@ def run(torch, shared):
         logits = model(X)
         pred = logits.argmax(1)
     conf = torch.zeros(k, k, dtype=torch.long)
-    for t_, p_ in zip(y.tolist(), pred.tolist()):
+    for t_, p_ in zip(y.tolist(), pred.tolist(), strict=True):
         conf[t_, p_] += 1
     out["conf"] = conf.tolist()
     out["acc"] = (pred == y).float().mean().item()
