@@ -71,6 +71,15 @@ def worker() -> None:
 
     bw_sync = backward_time(True)
     bw_local = backward_time(False)
+    waits = []
+    for _ in range(10):
+        loss = nn.functional.cross_entropy(model(x), y)
+        comm.Barrier()
+        loss.backward()
+        waits.append(model.last_wait_s)
+    # the rank that finishes backward last waits only for the communication tail that
+    # could not overlap with its backward: take the minimum over ranks
+    tail = comm.allreduce(statistics.median(waits), op=MPI.MIN)
     bufs = [b.buffer.copy() for b in model._buckets]
     ts = []
     for _ in range(10):
@@ -94,7 +103,8 @@ def worker() -> None:
     if rank == 0:
         print(json.dumps({"world": world, "samples_per_s": world * 128 / step_s, "step_ms": step_s * 1e3,
                           "backward_sync_ms": bw_sync * 1e3, "backward_local_ms": bw_local * 1e3,
-                          "allreduce_alone_ms": ar * 1e3, "bandwidth_MBps": bandwidth}))
+                          "allreduce_alone_ms": ar * 1e3, "tail_wait_ms": tail * 1e3,
+                          "bandwidth_MBps": bandwidth}))
 
 
 def main() -> None:
@@ -113,11 +123,12 @@ def main() -> None:
     print(f"  2 ranks: {two['samples_per_s']:8.0f} samples/s  (step {two['step_ms']:.1f} ms)")
     for mb, v in two["bandwidth_MBps"].items():
         print(f"  all-reduce {mb:>3} MB (2 ranks): {v:8.0f} MB/s")
-    extra = two["backward_sync_ms"] - two["backward_local_ms"]
-    hidden = 1.0 - extra / two["allreduce_alone_ms"] if two["allreduce_alone_ms"] > 0 else float("nan")
-    print(f"  backward: local {two['backward_local_ms']:.2f} ms, with DDP {two['backward_sync_ms']:.2f} ms, "
-          f"all-reduces alone {two['allreduce_alone_ms']:.2f} ms -> {max(0.0, min(1.0, hidden)) * 100:.0f}% "
-          "of communication hidden behind backward")
+    hidden = 1.0 - two["tail_wait_ms"] / two["allreduce_alone_ms"] if two["allreduce_alone_ms"] > 0 else float("nan")
+    print(f"  backward: local {two['backward_local_ms']:.2f} ms, with DDP {two['backward_sync_ms']:.2f} ms "
+          f"(includes waiting for the slower rank)")
+    print(f"  all-reduces alone {two['allreduce_alone_ms']:.2f} ms; wait after backward on the last rank "
+          f"{two['tail_wait_ms']:.2f} ms -> {max(0.0, min(1.0, hidden)) * 100:.0f}% of communication hidden "
+          "behind backward")
 
 
 if __name__ == "__main__":

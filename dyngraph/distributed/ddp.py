@@ -23,6 +23,7 @@ How it works (the design of PyTorch DDP, on MPI):
 from __future__ import annotations
 
 import contextlib
+import time
 
 import numpy as np
 
@@ -102,6 +103,7 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_active", False)
         object.__setattr__(self, "_next_launch", 0)
         object.__setattr__(self, "_callback_queued", False)
+        object.__setattr__(self, "last_wait_s", 0.0)
 
     @staticmethod
     def _make_buckets(params, cap_mb):
@@ -208,7 +210,10 @@ class DistributedDataParallel(Module):
                 b.arrived = [True] * len(b.params)
         self._launch_ready()
         mpi = C._mpi()
+        t0 = time.perf_counter()
         mpi.Request.Waitall([b.request for b in self._buckets])
+        # time spent waiting for communication after backward (benchmarks/distributed.py)
+        object.__setattr__(self, "last_wait_s", time.perf_counter() - t0)
         from ..ops.inplace import bump_version  # noqa: PLC0415
 
         for b in self._buckets:
