@@ -118,7 +118,7 @@ def main() -> None:
                              capture_output=True, text=True, check=True).stdout
         results[n] = json.loads(out.strip().splitlines()[-1])
     one, two = results[1], results[2]
-    print(f"MLP 784-512-512-10, batch 128 per rank, SGD, DDP (bucket 1 MB)")
+    print("MLP 784-512-512-10, batch 128 per rank, SGD, DDP (bucket 1 MB)")
     print(f"  1 rank : {one['samples_per_s']:8.0f} samples/s  (step {one['step_ms']:.1f} ms)")
     print(f"  2 ranks: {two['samples_per_s']:8.0f} samples/s  (step {two['step_ms']:.1f} ms)")
     for mb, v in two["bandwidth_MBps"].items():

@@ -36,8 +36,9 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        from .creation import tensor  # noqa: PLC0415
         import json  # noqa: PLC0415
+
+        from .creation import tensor  # noqa: PLC0415
 
         state = json.dumps(self.rng.bit_generator.state).encode()
         return tensor(np.frombuffer(state, dtype=np.uint8).copy())

@@ -23,7 +23,8 @@ import numpy as np
 
 from . import dtypes as _dt
 from .autograd.grad_mode import STATE
-from .backend import device_of, move_to, device as _device
+from .backend import device as _device
+from .backend import device_of, move_to
 
 __all__ = ["Tensor"]
 

@@ -8,7 +8,6 @@ import torch
 
 import dyngraph as dg
 
-
 # -- creation ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make", [

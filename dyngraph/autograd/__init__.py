@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from .engine import run_backward
 from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
+from .engine import run_backward
 from .grad_mode import (
-    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
 )
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",

@@ -21,9 +21,9 @@ import weakref
 
 import numpy as np
 
+from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
 from .grad_mode import STATE
 from .graph import FREED, Node
-from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
     import os as _os

@@ -23,9 +23,24 @@ tensors through NCCL when CuPy is installed (see ``docs/distributed.md``).
 from __future__ import annotations
 
 from .collectives import (  # noqa: F401
-    ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
-    broadcast_object_list, destroy_process_group, gather, get_rank, get_world_size,
-    init_process_group, is_available, is_initialized, reduce, reduce_scatter, scatter,
+    ReduceOp,
+    Work,
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    barrier,
+    broadcast,
+    broadcast_object_list,
+    destroy_process_group,
+    gather,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_initialized,
+    reduce,
+    reduce_scatter,
+    scatter,
 )
 from .ddp import DistributedDataParallel  # noqa: F401
 from .sampler import DistributedSampler  # noqa: F401

@@ -585,7 +585,8 @@ cast_p.defvjp(_cast_vjp)
 
 @primitive("to_device", save_inputs=True)
 def to_device_p(x, device="cpu"):
-    from ..backend import device as _device, move_to  # noqa: PLC0415
+    from ..backend import device as _device  # noqa: PLC0415
+    from ..backend import move_to
 
     return move_to(x, _device(device))
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..tensor import Tensor
-from ._util import install, operand
 from . import elementwise as E
+from ._util import install, operand
 
 __all__ = ["apply_inplace"]
 

@@ -7,7 +7,6 @@ uses it to fit gradients of broadcasting primitives to their inputs.
 from __future__ import annotations
 
 import builtins
-
 import math
 
 import numpy as np

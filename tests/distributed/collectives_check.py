@@ -12,7 +12,7 @@ for dt in (dg.float32, dg.float64, dg.int64):
     for shape in ((), (3,), (2, 3, 4)):
         base = np.arange(int(np.prod(shape)) or 1).reshape(shape).astype(dt.np)
 
-        def mk(r):
+        def mk(r, base=base, dt=dt):
             return dg.tensor(base + r * 10, dtype=dt)
 
         expect_sum = sum(base + r * 10 for r in range(world))
