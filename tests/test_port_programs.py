@@ -190,3 +190,35 @@ def test_memory_format_tokens():
     import pickle
 
     assert pickle.loads(pickle.dumps(dyngraph.contiguous_format)) is dyngraph.contiguous_format
+
+
+@pytest.mark.parametrize("name,n,args", [
+    ("ZeroPad1d", 1, (2,)), ("ZeroPad2d", 2, ((1, 2, 0, 1),)), ("ZeroPad3d", 3, (1,)),
+    ("ConstantPad1d", 1, ((1, 2), 3.5)), ("ConstantPad2d", 2, (1, -1.0)), ("ConstantPad3d", 3, (1, 0.5)),
+    ("ReflectionPad1d", 1, ((2, 1),)), ("ReflectionPad2d", 2, ((1, 1, 2, 0),)), ("ReflectionPad3d", 3, (1,)),
+    ("ReplicationPad1d", 1, (2,)), ("ReplicationPad2d", 2, ((1, 0, 2, 1),)), ("ReplicationPad3d", 3, (1,)),
+    ("CircularPad1d", 1, (1,)), ("CircularPad2d", 2, ((1, 1, 1, 0),)),
+])
+def test_padding_layers_match_torch(name, n, args):
+    x = np.random.default_rng(n).standard_normal((2, 3) + (4,) * n)
+    md, mt = getattr(dyngraph.nn, name)(*args), getattr(torch.nn, name)(*args)
+    assert repr(md) == repr(mt)
+    xd, xt = dyngraph.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    yd, yt = md(xd), mt(xt)
+    (yd ** 2).sum().backward()
+    (yt ** 2).sum().backward()
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(md(dyngraph.tensor(x[0])).numpy(), mt(torch.tensor(x[0])).numpy())
+    with pytest.raises(ValueError, match=name):
+        md(dyngraph.zeros((1,) * (n + 3)))
+
+
+def test_distance_layers_match_torch():
+    a, b = np.random.default_rng(0).standard_normal((2, 4, 5))
+    for md, mt in [(dyngraph.nn.CosineSimilarity(dim=0), torch.nn.CosineSimilarity(dim=0)),
+                   (dyngraph.nn.PairwiseDistance(p=1.0, keepdim=True), torch.nn.PairwiseDistance(p=1.0, keepdim=True)),
+                   (dyngraph.nn.PairwiseDistance(), torch.nn.PairwiseDistance())]:
+        assert repr(md) == repr(mt)
+        np.testing.assert_allclose(md(dyngraph.tensor(a), dyngraph.tensor(b)).numpy(),
+                                   mt(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-12)

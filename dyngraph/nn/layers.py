@@ -16,7 +16,9 @@ from .loss import *  # noqa: F401,F403
 from .loss import __all__ as _loss
 from .normalization import *  # noqa: F401,F403
 from .normalization import __all__ as _norm
+from .padding import *  # noqa: F401,F403
+from .padding import __all__ as _pad
 from .sparse import *  # noqa: F401,F403
 from .sparse import __all__ as _sparse
 
-__all__ = [*_act, *_cont, *_drop, *_flat, *_lin, *_loss, *_norm, *_sparse]
+__all__ = [*_act, *_cont, *_drop, *_flat, *_lin, *_loss, *_norm, *_pad, *_sparse]
