@@ -57,37 +57,121 @@ class _ConstantPadNd(_PadNd):
         return f"padding={self.padding}, value={self.value}"
 
 
-def _make(name, base, n, mode, doc, zero=False):
-    if zero:
-        def __init__(self, padding):
-            base.__init__(self, padding, 0.0)
-    elif base is _ConstantPadNd:
-        def __init__(self, padding, value: float):
-            base.__init__(self, padding, value)
-    else:
-        def __init__(self, padding):
-            base.__init__(self, padding)
-    attrs = {"_n": n, "_mode": mode, "__init__": __init__, "__doc__": doc, "__module__": __name__}
-    if zero:
-        attrs["extra_repr"] = _PadNd.extra_repr
-    return type(name, (base,), attrs)
+class ZeroPad1d(_ConstantPadNd):
+    """Pad the last 1 dim(s) with zeros; ``padding``: an int or (left, right)."""
+
+    _n = 1
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
 
 
-_SIDES = {1: "(left, right)", 2: "(left, right, top, bottom)",
-          3: "(left, right, top, bottom, front, back)"}
-for _n in (1, 2, 3):
-    _d = f"{_n}d"
-    globals()[f"ZeroPad{_d}"] = _make(f"ZeroPad{_d}", _ConstantPadNd, _n, "constant",
-                                      f"Pad the last {_n} dims with zeros; padding: int or {_SIDES[_n]}.",
-                                      zero=True)
-    globals()[f"ConstantPad{_d}"] = _make(f"ConstantPad{_d}", _ConstantPadNd, _n, "constant",
-                                          f"Pad the last {_n} dims with ``value``; padding: int or {_SIDES[_n]}.")
-    globals()[f"ReflectionPad{_d}"] = _make(f"ReflectionPad{_d}", _PadNd, _n, "reflect",
-                                            f"Reflect the last {_n} dims at the border; padding: int or {_SIDES[_n]}.")
-    globals()[f"ReplicationPad{_d}"] = _make(f"ReplicationPad{_d}", _PadNd, _n, "replicate",
-                                             f"Repeat the border values of the last {_n} dims; padding: int or {_SIDES[_n]}.")
-    globals()[f"CircularPad{_d}"] = _make(f"CircularPad{_d}", _PadNd, _n, "circular",
-                                          f"Wrap the last {_n} dims around; padding: int or {_SIDES[_n]}.")
+class ConstantPad1d(_ConstantPadNd):
+    """Pad the last 1 dim(s) with ``value``; ``padding``: an int or (left, right)."""
+
+    _n = 1
+
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
+
+class ReflectionPad1d(_PadNd):
+    """Reflect the last 1 dim(s) at the border; ``padding``: an int or (left, right)."""
+
+    _n, _mode = 1, "reflect"
+
+
+class ReplicationPad1d(_PadNd):
+    """Repeat the border values of the last 1 dim(s); ``padding``: an int or (left, right)."""
+
+    _n, _mode = 1, "replicate"
+
+
+class CircularPad1d(_PadNd):
+    """Wrap the last 1 dim(s) around; ``padding``: an int or (left, right)."""
+
+    _n, _mode = 1, "circular"
+
+
+class ZeroPad2d(_ConstantPadNd):
+    """Pad the last 2 dim(s) with zeros; ``padding``: an int or (left, right, top, bottom)."""
+
+    _n = 2
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ConstantPad2d(_ConstantPadNd):
+    """Pad the last 2 dim(s) with ``value``; ``padding``: an int or (left, right, top, bottom)."""
+
+    _n = 2
+
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
+
+class ReflectionPad2d(_PadNd):
+    """Reflect the last 2 dim(s) at the border; ``padding``: an int or (left, right, top, bottom)."""
+
+    _n, _mode = 2, "reflect"
+
+
+class ReplicationPad2d(_PadNd):
+    """Repeat the border values of the last 2 dim(s); ``padding``: an int or (left, right, top, bottom)."""
+
+    _n, _mode = 2, "replicate"
+
+
+class CircularPad2d(_PadNd):
+    """Wrap the last 2 dim(s) around; ``padding``: an int or (left, right, top, bottom)."""
+
+    _n, _mode = 2, "circular"
+
+
+class ZeroPad3d(_ConstantPadNd):
+    """Pad the last 3 dim(s) with zeros; ``padding``: an int or (left, right, top, bottom, front, back)."""
+
+    _n = 3
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ConstantPad3d(_ConstantPadNd):
+    """Pad the last 3 dim(s) with ``value``; ``padding``: an int or (left, right, top, bottom, front, back)."""
+
+    _n = 3
+
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
+
+class ReflectionPad3d(_PadNd):
+    """Reflect the last 3 dim(s) at the border; ``padding``: an int or (left, right, top, bottom, front, back)."""
+
+    _n, _mode = 3, "reflect"
+
+
+class ReplicationPad3d(_PadNd):
+    """Repeat the border values of the last 3 dim(s); ``padding``: an int or (left, right, top, bottom, front, back)."""
+
+    _n, _mode = 3, "replicate"
+
+
+class CircularPad3d(_PadNd):
+    """Wrap the last 3 dim(s) around; ``padding``: an int or (left, right, top, bottom, front, back)."""
+
+    _n, _mode = 3, "circular"
 
 
 class CosineSimilarity(Module):
