@@ -121,15 +121,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                 if saved is not None:
                     if saved is FREED:
                         _run_node(node, g, False, retain_graph, None)  # raises the freed-graph error
-                    versions = node.saved_versions
-                    i = 0
-                    for a in saved:
-                        ver = versions[i]
-                        if ver is not None:
-                            vc = a._vc
-                            if vc is not None and vc[0] != ver:
-                                raise _saved_error(node, "input", i, a, ver, vc[0])
-                        i += 1
+                    _check_versions(node, saved)
                     inputs = node.saved_data
                 else:
                     inputs = node.in_meta or (None,) * len(edges)
@@ -507,19 +499,24 @@ def _run_node(node, g, create_graph, retain_graph, needed):
     return grads
 
 
+def _check_versions(node, saved) -> None:
+    """Raise if a tensor the node saved was modified in place since (version counters)."""
+    versions = node.saved_versions
+    i = 0
+    for a in saved:
+        ver = versions[i]
+        if ver is not None:
+            vc = a._vc
+            if vc is not None and vc[0] != ver:
+                raise _saved_error(node, "input", i, a, ver, vc[0])
+        i += 1
+
+
 def _apply_rules(node, prim, saved, g, create_graph):
     edges = node.edges
     n = len(edges)
     if saved is not None:
-        versions = node.saved_versions
-        i = 0
-        for a in saved:
-            v = versions[i]
-            if v is not None:
-                vc = a._vc
-                if vc is not None and vc[0] != v:
-                    raise _saved_error(node, "input", i, a, v, vc[0])
-            i += 1
+        _check_versions(node, saved)
         inputs = saved if create_graph else node.saved_data
     else:
         inputs = node.in_meta if node.in_meta is not None else (None,) * n
