@@ -222,3 +222,53 @@ def test_distance_layers_match_torch():
         assert repr(md) == repr(mt)
         np.testing.assert_allclose(md(dyngraph.tensor(a), dyngraph.tensor(b)).numpy(),
                                    mt(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-12)
+
+
+def _dist_values(lib):
+    rng = np.random.default_rng(0)
+    L, P = rng.standard_normal((4, 3)), rng.random((4, 3))
+    D = lib.distributions
+    logits = lib.tensor(L, requires_grad=True)
+    c = D.Categorical(logits=logits)
+    c2 = D.Categorical(probs=lib.tensor(P))
+    n = D.Normal(lib.tensor(L[:, 0]), lib.tensor(np.abs(L[:, 1]) + 0.1))
+    std = D.Normal(lib.zeros(4, dtype=lib.float64), lib.ones(4, dtype=lib.float64))
+    b, b2 = D.Bernoulli(logits=lib.tensor(L[:, 0])), D.Bernoulli(probs=lib.tensor(P[:, 0]))
+    ones = lib.tensor([1.0, 0.0, 1.0, 1.0], dtype=lib.float64)
+    lp = c.log_prob(lib.tensor([0, 2, 1, 1]))
+    (lp.sum() + c.entropy().sum() + D.kl_divergence(c, c2).sum()).backward()
+    vals = [lp, c.entropy(), logits.grad, c2.log_prob(lib.tensor([[0], [2]])), c2.entropy(), c2.probs,
+            n.log_prob(lib.tensor(L[:, 2])), n.entropy(), D.kl_divergence(n, std), n.stddev, n.variance,
+            D.Normal(0.0, 1.0).log_prob(lib.tensor(0.3)), b.log_prob(ones), b.entropy(), b.mean,
+            b.variance, b2.log_prob(ones), D.kl_divergence(b, b2), D.kl_divergence(c, c2)]
+    shapes = [c.sample().shape, c.sample((5,)).shape, n.sample((2,)).shape, b.sample((3,)).shape,
+              c.batch_shape, n.batch_shape, c.event_shape]
+    return [v.detach().numpy() for v in vals], [tuple(s) for s in shapes]
+
+
+def test_distributions_match_torch():
+    vd, sd = _dist_values(dyngraph)
+    vt, st = _dist_values(torch)
+    assert sd == st
+    for i, (d, t) in enumerate(zip(vd, vt, strict=True)):
+        np.testing.assert_allclose(d, t, rtol=1e-12, atol=1e-14, err_msg=str(i))
+        assert d.dtype == t.dtype, i
+
+
+def test_distribution_sampling_and_errors():
+    dyngraph.manual_seed(0)
+    c = dyngraph.distributions.Categorical(probs=dyngraph.tensor([0.2, 0.5, 0.3]))
+    counts = np.bincount(c.sample((4000,)).numpy(), minlength=3) / 4000
+    np.testing.assert_allclose(counts, [0.2, 0.5, 0.3], atol=0.03)
+    loc = dyngraph.tensor([1.0, -2.0], requires_grad=True)
+    x = dyngraph.distributions.Normal(loc, 0.5).rsample((3000,))
+    np.testing.assert_allclose(x.mean(0).detach().numpy(), [1.0, -2.0], atol=0.05)
+    x.sum().backward()
+    np.testing.assert_array_equal(loc.grad.numpy(), [3000.0, 3000.0])
+    b = dyngraph.distributions.Bernoulli(probs=0.25).sample((4000,))
+    assert abs(b.mean().item() - 0.25) < 0.03
+    with pytest.raises(ValueError, match="not both"):
+        dyngraph.distributions.Categorical(probs=dyngraph.ones(2), logits=dyngraph.ones(2))
+    with pytest.raises(NotImplementedError, match="kl_divergence"):
+        dyngraph.distributions.kl_divergence(dyngraph.distributions.Normal(0.0, 1.0),
+                                             dyngraph.distributions.Bernoulli(probs=0.5))
