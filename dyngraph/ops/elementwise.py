@@ -31,7 +31,7 @@ __all__ = [
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan",
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
-    "addcmul", "addcdiv", "clamp_min", "clamp_max",
+    "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit",
 ]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -1003,6 +1003,16 @@ def clamp_max(input, max):  # noqa: A002
     return clamp(input, max=max)
 
 
+def logit(input, eps=None):  # noqa: A002
+    """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
+
+    >>> dg.logit(dg.tensor([0.5, 0.75]))
+    tensor([0.0000, 1.0986])
+    """
+    p = input if eps is None else clamp(input, eps, 1.0 - eps)
+    return sub(log(p), log1p(neg(p)))
+
+
 def _install_composites() -> None:
     def inplace(fn, name):
         def method(self, *args, **kwargs):
@@ -1014,7 +1024,7 @@ def _install_composites() -> None:
         method.__doc__ = f"In-place ``{fn.__name__}`` (autograd-aware, bumps the version counter)."
         return method
 
-    install({"addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
+    install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
              "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),
              "clamp_max_": inplace(clamp_max, "clamp_max_")})

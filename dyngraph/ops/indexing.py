@@ -51,7 +51,7 @@ __all__ = [
     "index_put", "gather", "scatter", "scatter_add", "scatter_reduce", "index_select",
     "index_add", "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter",
     "take", "take_along_dim", "nonzero", "argwhere", "topk", "sort", "argsort", "msort",
-    "kthvalue", "unique", "searchsorted", "bucketize", "one_hot",
+    "kthvalue", "unique", "searchsorted", "bucketize", "one_hot", "isin", "bincount",
 ]
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
@@ -1369,3 +1369,55 @@ def fill_diagonal_(self, fill_value, wrap: bool = False):
 
 
 install({"fill_diagonal_": fill_diagonal_})
+
+
+@primitive("isin", differentiable=False)
+def isin_p(elements, test_elements, invert=False):
+    return np.isin(elements, test_elements, invert=invert)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    """Bool tensor: is each of ``elements`` in ``test_elements``? (either may be a number)
+
+    >>> dg.isin(dg.tensor([1, 2, 3]), dg.tensor([2, 5]))
+    tensor([False,  True, False])
+    """
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin: at least one of elements and test_elements must be a Tensor")
+    from ..creation import tensor as _tensor  # noqa: PLC0415
+
+    el = elements if isinstance(elements, Tensor) else _tensor(elements)
+    te = test_elements if isinstance(test_elements, Tensor) else _tensor(test_elements)
+    return bind(isin_p, (el, te), {"invert": bool(invert)})
+
+
+@primitive("bincount", differentiable=False)
+def bincount_p(x, weights=None, minlength=0):
+    if weights is None:
+        return np.bincount(x, minlength=minlength).astype(np.int64)
+    return np.bincount(x, weights=weights, minlength=minlength).astype(weights.dtype)
+
+
+def bincount(input, weights=None, minlength: int = 0):  # noqa: A002
+    """Count occurrences of each value in a 1-D tensor of non-negative ints (summing
+    ``weights`` instead of ones when given); length ``max(max(input) + 1, minlength)``.
+
+    >>> dg.bincount(dg.tensor([0, 2, 2]), minlength=4)
+    tensor([1, 0, 2, 0])
+    """
+    x = as_tensor_arg(input, "bincount")
+    d = x._data
+    if d.ndim != 1 or d.dtype.kind not in "iu" or (d.size and d.min() < 0):
+        raise RuntimeError(
+            f"bincount only supports 1-d non-negative integral inputs, got shape {list(x.shape)} "
+            f"dtype {x.dtype}")
+    if weights is not None:
+        weights = as_tensor_arg(weights, "bincount")
+        if weights.shape != x.shape:
+            raise RuntimeError(f"bincount: weights {list(weights.shape)} and input {list(x.shape)} "
+                               "should have the same length")
+        return bind(bincount_p, (x, weights), {"minlength": int(minlength)})
+    return bind(bincount_p, (x,), {"minlength": int(minlength)})
+
+
+install({"isin": isin, "bincount": bincount})

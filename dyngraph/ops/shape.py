@@ -32,7 +32,7 @@ __all__ = [
     "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack", "split", "chunk", "unbind",
     "tensor_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll", "tile",
     "repeat_interleave", "pad", "clone", "movedim", "moveaxis", "narrow", "select", "meshgrid",
-    "atleast_1d", "atleast_2d", "atleast_3d",
+    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_tensors", "diff",
 ]
 
 
@@ -1024,3 +1024,73 @@ install({
     "tile": _m(tile), "repeat_interleave": _m(repeat_interleave), "clone": _m(clone),
     "contiguous": _contiguous,
 })
+
+
+# -- composites: broadcast_tensors, diff, Tensor.unfold ------------------------------
+# Built from expand / narrow / index_select, so gradients come from those rules.
+
+def broadcast_tensors(*tensors):
+    """Expand every tensor to the common broadcast shape (views, like ``expand``).
+
+    >>> a, b = dg.broadcast_tensors(dg.ones(3), dg.zeros(2, 1)); a.shape, b.shape
+    (dyngraph.Size([2, 3]), dyngraph.Size([2, 3]))
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        raise RuntimeError(
+            "broadcast_tensors: shapes " + ", ".join(str(list(t.shape)) for t in tensors)
+            + " are not broadcastable") from None
+    return tuple(t if tuple(t.shape) == shape else expand(t, *shape) for t in tensors)
+
+
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):  # noqa: A002
+    """``n``-th forward difference along ``dim`` (``out[i] = x[i+1] - x[i]``), after
+    concatenating ``prepend``/``append`` along ``dim``.
+
+    >>> dg.diff(dg.tensor([1, 4, 9, 16]))
+    tensor([3, 5, 7])
+    """
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = _wrap_dim(dim, input.ndim, "diff")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break
+        later, earlier = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        x = later ^ earlier if x._data.dtype == np.bool_ else later - earlier  # bool: xor, as in PyTorch
+    return x
+
+
+def _unfold_method(self, dimension: int, size: int, step: int):
+    """Sliding windows of ``size`` with stride ``step`` along ``dimension``; the windows
+    become a new last dimension (``x.unfold(0, 2, 1)`` on ``[1, 2, 3]`` -> ``[[1, 2], [2, 3]]``).
+    """
+    from .indexing import index_select  # noqa: PLC0415  (indexing imports this module)
+
+    d = _wrap_dim(dimension, max(self.ndim, 1), "unfold")
+    length = self.shape[d] if self.ndim else 1
+    if size > length or size < 0:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step is {step} but must be > 0")
+    if self.ndim == 0:
+        return reshape(self, 1)
+    n = (length - size) // step + 1
+    idx = (np.arange(n)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    from ..creation import from_numpy  # noqa: PLC0415
+
+    picked = index_select(self, d, from_numpy(idx))                    # (..., n*size, ...)
+    shape = tuple(self.shape)
+    picked = reshape(picked, *shape[:d], n, size, *shape[d + 1:])
+    return movedim(picked, d + 1, -1)
+
+
+install({"unfold": _unfold_method, "diff": diff})

@@ -126,6 +126,8 @@ OPS = [
     OpInfo("addcdiv_", lambda m, x, a, b: (x * 1.0).addcdiv_(a, b, value=0.1),
            lambda rng, dt: [Sample((randn(rng, (3, 4), dt), randn(rng, (3, 4), dt), positive(rng, (3, 4), dt)))]),
     OpInfo("clamp_max", lambda m, x: x.clamp_max(0.3) + m.clamp_min(x, -0.2), _unary_samples(_away_from_zero)),
+    OpInfo("logit", lambda m, x: m.logit(x), _unary_samples(randn, lo=0.1, hi=0.9)),
+    OpInfo("logit_eps", lambda m, x: x.logit(eps=0.2), _unary_samples(randn, lo=0.05, hi=0.6)),
     OpInfo("xlogy", lambda m, x, y: m.xlogy(x, y), _binary_samples(randn, positive)),
     OpInfo("logaddexp", lambda m, x, y: m.logaddexp(x, y), B),
     OpInfo("cast_f64", lambda m, x: x.double(), U, dtypes=("float32",), compare_dtype=True),

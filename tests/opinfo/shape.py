@@ -116,4 +116,16 @@ OPS = [
               ([(1, 2, 2, 2)], {"pad": (1, 0, 0, 1, 1, 1)}, "3d"))),
     OpInfo("pad_circular", lambda m, x, **kw: _pad(m)(x, mode="circular", **kw),
            _s(([(2, 3)], {"pad": (2, 3)}, "1d"), ([(1, 3, 4)], {"pad": (1, 2, 3, 0)}, "2d"))),
+    OpInfo("broadcast_tensors", lambda m, x, y: m.broadcast_tensors(x, y),
+           _s(([(3,), (2, 1)], {}, ""), ([(2, 3), (2, 3)], {}, "same"))),
+    OpInfo("diff", lambda m, x, **kw: m.diff(x, **kw),
+           _s(([(3, 5)], {}, ""), ([(4, 3)], {"n": 2, "dim": 0}, "n2_dim0"), ([(3, 4)], {"n": 5}, "n_past_length"))),
+    OpInfo("diff_prepend_append", lambda m, x, p, a: m.diff(x, dim=1, prepend=p, append=a),
+           _s(([(2, 3), (2, 1), (2, 2)], {}, ""))),
+    OpInfo("tensor_unfold", lambda m, x, **kw: x.unfold(**kw),
+           _s(([(2, 7)], {"dimension": 1, "size": 3, "step": 2}, ""),
+              ([(5, 2)], {"dimension": 0, "size": 2, "step": 1}, "overlap"),
+              ([(2, 3, 4)], {"dimension": -1, "size": 4, "step": 4}, "whole"),
+              ([(4, 3)], {"dimension": 0, "size": 2, "step": 1}, "noncontig", _nc))),
 ]
+
