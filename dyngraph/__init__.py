@@ -71,3 +71,4 @@ from .memory_format import (  # noqa: E402,F401
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )
 from . import distributions  # noqa: E402,F401
+from . import testing  # noqa: E402,F401

@@ -23,7 +23,8 @@ __all__ = [
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace",
     "logspace", "eye", "rand", "randn", "randint", "normal", "rand_like", "randn_like",
     "randint_like", "randperm", "bernoulli", "multinomial", "scalar_tensor", "tril_indices",
-    "triu_indices", "is_tensor", "numel",
+    "triu_indices", "is_tensor", "numel", "FloatTensor", "DoubleTensor", "HalfTensor",
+    "LongTensor", "IntTensor", "ShortTensor", "ByteTensor", "BoolTensor",
 ]
 
 
@@ -467,3 +468,67 @@ def _install_methods() -> None:
 
 
 _install_methods()
+
+
+# -- legacy typed constructors: dg.FloatTensor([1, 2]), dg.LongTensor(2, 3) ------------
+
+class _LegacyTensorType(type):
+    """``isinstance(x, dg.FloatTensor)`` is true for a float32 tensor, as in PyTorch."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj._data.dtype == _dt.to_numpy_dtype(cls.dtype)
+
+
+class _LegacyTensor(metaclass=_LegacyTensorType):
+    dtype = None
+
+    def __new__(cls, *args) -> Tensor:
+        return Tensor(*args, dtype=cls.dtype)
+
+
+class FloatTensor(_LegacyTensor):
+    """``FloatTensor(data)`` or ``FloatTensor(*sizes)``: a float32 tensor (legacy constructor)."""
+
+    dtype = _dt.float32
+
+
+class DoubleTensor(_LegacyTensor):
+    """A float64 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.float64
+
+
+class HalfTensor(_LegacyTensor):
+    """A float16 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.float16
+
+
+class LongTensor(_LegacyTensor):
+    """An int64 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.int64
+
+
+class IntTensor(_LegacyTensor):
+    """An int32 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.int32
+
+
+class ShortTensor(_LegacyTensor):
+    """An int16 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.int16
+
+
+class ByteTensor(_LegacyTensor):
+    """A uint8 tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.uint8
+
+
+class BoolTensor(_LegacyTensor):
+    """A bool tensor from data or sizes (legacy constructor)."""
+
+    dtype = _dt.bool

@@ -44,10 +44,25 @@ class Tensor:
     __slots__ = ("_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks", "__weakref__")
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected ops
 
-    def __init__(self, data=None, *, dtype=None, requires_grad: bool = False):
+    def __init__(self, *args, dtype=None, requires_grad: bool = False):
+        # PyTorch's legacy constructor: ``Tensor(2, 3)`` / ``Tensor(Size)`` is a shape
+        # (zero-filled here), ``Tensor(data)`` copies data as the default float dtype,
+        # ``Tensor(tensor)`` shares the tensor's array and dtype.
         from .creation import _to_array  # noqa: PLC0415
+        from .dtypes import default_float_np, to_numpy_dtype  # noqa: PLC0415
+        from .size import Size  # noqa: PLC0415
 
-        arr = _to_array([] if data is None else data, dtype)
+        np_dt = to_numpy_dtype(dtype) if dtype is not None else default_float_np()
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            arr = args[0]._data if dtype is None else args[0]._data.astype(np_dt)
+        elif len(args) == 1 and isinstance(args[0], Size):
+            arr = np.zeros(tuple(args[0]), np_dt)
+        elif args and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            arr = np.zeros(tuple(int(a) for a in args), np_dt)
+        elif len(args) <= 1:
+            arr = _to_array(args[0] if args else [], np_dt)
+        else:
+            raise TypeError(f"Tensor(): expected sizes (ints) or one data argument, got {args!r}")
         self._data = arr
         self._rg = False
         self._fn = None

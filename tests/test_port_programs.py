@@ -272,3 +272,41 @@ def test_distribution_sampling_and_errors():
     with pytest.raises(NotImplementedError, match="kl_divergence"):
         dyngraph.distributions.kl_divergence(dyngraph.distributions.Normal(0.0, 1.0),
                                              dyngraph.distributions.Bernoulli(probs=0.5))
+
+
+def test_legacy_constructors_match_torch():
+    import numpy as _np
+
+    for args in [([1, 2],), (2, 3), (), (_np.array([1, 2]),), ((2, 3),), ([[1.5, 2.0]],)]:
+        d, t = dyngraph.Tensor(*args), torch.Tensor(*args)
+        assert tuple(d.shape) == tuple(t.shape) and d.dtype == dyngraph.float32
+    assert tuple(dyngraph.Tensor(dyngraph.Size([2, 3])).shape) == (2, 3)
+    x = dyngraph.tensor([1, 2])
+    assert dyngraph.Tensor(x).dtype == dyngraph.int64 and dyngraph.Tensor(x)._data is x._data
+    for name in ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+                 "ShortTensor", "ByteTensor", "BoolTensor"]:
+        d, t = getattr(dyngraph, name)([1, 0]), getattr(torch, name)([1, 0])
+        assert str(d.dtype).split(".")[1] == str(t.dtype).split(".")[1] and d.tolist() == t.tolist()
+        assert tuple(getattr(dyngraph, name)(2, 3).shape) == (2, 3)
+        assert isinstance(d, getattr(dyngraph, name)) and isinstance(d, dyngraph.Tensor)
+    assert not isinstance(dyngraph.zeros(1, dtype=dyngraph.float64), dyngraph.FloatTensor)
+    with pytest.raises(TypeError, match="Tensor"):
+        dyngraph.Tensor([1], [2])
+
+
+def test_testing_assert_close():
+    ac = dyngraph.testing.assert_close
+    ac(dyngraph.tensor([1.0, 2.0]), dyngraph.tensor([1.0, 2.0 + 1e-6]))
+    ac({"a": [dyngraph.tensor(1), 2.0]}, {"a": [dyngraph.tensor(1), 2.0]})
+    ac(dyngraph.tensor([float("nan")]), dyngraph.tensor([float("nan")]), equal_nan=True)
+    ac(dyngraph.tensor([1.0]), dyngraph.tensor([1.1]), rtol=0.2, atol=0.0)
+    ac(dyngraph.tensor([1]), dyngraph.tensor([1.0]), check_dtype=False)
+    for a, b, pattern in [(dyngraph.tensor([1.0]), dyngraph.tensor([1.001]), "not close"),
+                          (dyngraph.tensor([1]), dyngraph.tensor([1.0]), "dtype"),
+                          (dyngraph.ones(2), dyngraph.ones(3), "shape"),
+                          (dyngraph.tensor([float("nan")]), dyngraph.tensor([float("nan")]), "not close"),
+                          ([dyngraph.ones(1)], [dyngraph.ones(1), dyngraph.ones(1)], "length")]:
+        with pytest.raises(AssertionError, match=pattern):
+            ac(a, b)
+    with pytest.raises(ValueError, match="rtol"):
+        ac(dyngraph.ones(1), dyngraph.ones(1), rtol=1e-3)
