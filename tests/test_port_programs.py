@@ -26,6 +26,8 @@ PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(port_pkg.__path__) if m.n
 XFAIL: dict[str, str] = {
     "p16_lbfgs_logreg": "dg.optim.LBFGS is missing (dyngraph/optim/ has no LBFGS; owned by the "
                         "training-stack engineer)",
+    "p30_more_optimizers": "missing in dyngraph/optim/ (training-stack engineer): optim.RAdam, "
+                           "optim.Rprop, optim.ASGD, lr_scheduler.PolynomialLR, CyclicLR, ChainedScheduler",
     "p23_custom_optimizer": "dg.optim.Optimizer.state is a plain dict (dyngraph/optim/optimizer.py "
                             "lines 69 and 215); PyTorch's is collections.defaultdict(dict), so "
                             "`state = self.state[p]` in a custom optimizer's first step raises KeyError",
