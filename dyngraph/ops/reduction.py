@@ -140,18 +140,28 @@ def _reduce_args(input, dim, keepdim, dtype, op):  # noqa: A002
     return input, params
 
 
-def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001,A002
-    """Sum over ``dim`` (int or tuple; all dimensions when None).
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001,A002
+    """Sum over ``dim`` (int or tuple; all dimensions when None).  NumPy's spellings
+    ``axis=``/``keepdims=`` are accepted too, as PyTorch does.
 
     >>> dg.tensor([[1., 2.], [3., 4.]]).sum(dim=0)
     tensor([4., 6.])
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     input, params = _reduce_args(input, dim, keepdim, dtype, "sum")
     return bind(sum_p, (input,), params)
 
 
-def mean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
-    """Arithmetic mean over ``dim``; floating inputs only (as in PyTorch)."""
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):  # noqa: A002
+    """Arithmetic mean over ``dim``; floating inputs only (as in PyTorch).  NumPy's
+    ``axis=``/``keepdims=`` are accepted too."""
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     input, params = _reduce_args(input, dim, keepdim, dtype, "mean")
     return bind(mean_p, (input,), params)
 
@@ -1023,12 +1033,12 @@ def sum_to_size(input, *size):  # noqa: A002
     return bind(sum_to_shape_p, (input,), {"shape": size})
 
 
-def _sum_method(self, dim=None, keepdim=False, *, dtype=None, axis=None):
-    return sum(self, dim if axis is None else axis, keepdim, dtype=dtype)
+def _sum_method(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    return sum(self, dim if axis is None else axis, keepdim if keepdims is None else keepdims, dtype=dtype)
 
 
-def _mean_method(self, dim=None, keepdim=False, *, dtype=None, axis=None):
-    return mean(self, dim if axis is None else axis, keepdim, dtype=dtype)
+def _mean_method(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    return mean(self, dim if axis is None else axis, keepdim if keepdims is None else keepdims, dtype=dtype)
 
 
 def _dim_method(fn):
