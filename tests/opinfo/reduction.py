@@ -205,7 +205,7 @@ ALL_DT = ("float32", "float64", "int64", "bool")
 OPS = [
     OpInfo("sum", _kw_call("sum"), _red_samples()),
     OpInfo("sum_mean_numpy_kwargs", lambda m, x: m.sum(x, axis=1) + x.mean(axis=(0, 1), keepdims=True)[0]
-           + x.sum(axis=0, keepdims=True).mean(keepdims=True).reshape(()),
+           + x.sum(axis=0, keepdims=True).mean(axis=1, keepdims=True).reshape(()),
            lambda rng, dt: [Sample((randn(rng, (3, 4), dt),))]),
     OpInfo("sum_method", lambda m, x, **kw: x.sum(**kw), _red_samples(zero_d=False, empty=False)),
     OpInfo("sum_int", _kw_call("sum"), _ints, dtypes=("int32", "int64", "bool", "uint8"),
