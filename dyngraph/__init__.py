@@ -72,3 +72,4 @@ from .memory_format import (  # noqa: E402,F401
 )
 from . import distributions  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
+from . import special  # noqa: E402,F401

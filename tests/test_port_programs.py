@@ -312,3 +312,38 @@ def test_testing_assert_close():
             ac(a, b)
     with pytest.raises(ValueError, match="rtol"):
         ac(dyngraph.ones(1), dyngraph.ones(1), rtol=1e-3)
+
+
+@pytest.mark.parametrize("name,args", [("expit", ()), ("logit", ()), ("ndtr", ()), ("erf", ()),
+                                       ("erfc", ()), ("log_softmax", (0,)), ("softmax", (0,)),
+                                       ("logsumexp", (0,)), ("sinc", ()), ("exp2", ()),
+                                       ("expm1", ()), ("log1p", ())])
+def test_special_matches_torch(name, args):
+    x = np.linspace(-0.9, 3.0, 7) if name not in ("logit",) else np.linspace(0.05, 0.95, 7)
+    a, b = dyngraph.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ya, yb = getattr(dyngraph.special, name)(a, *args), getattr(torch.special, name)(b, *args)
+    (ya * ya).sum().backward()
+    (yb * yb).sum().backward()
+    np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-15)
+
+
+def test_gumbel_softmax():
+    F = dyngraph.nn.functional
+    logits = np.log(np.array([0.2, 0.5, 0.3]))
+    dyngraph.manual_seed(0)
+    hard = np.stack([F.gumbel_softmax(dyngraph.tensor(logits), hard=True).numpy() for _ in range(3000)])
+    assert set(np.unique(hard)) == {0.0, 1.0} and (hard.sum(1) == 1).all()
+    np.testing.assert_allclose(hard.mean(0), [0.2, 0.5, 0.3], atol=0.03)
+    w = dyngraph.tensor([1.0, -2.0, 3.0], dtype=dyngraph.float64)
+    grads = []
+    for is_hard in (False, True):
+        dyngraph.manual_seed(7)
+        lt = dyngraph.tensor(logits, requires_grad=True)
+        (F.gumbel_softmax(lt, tau=0.5, hard=is_hard) * w).sum().backward()
+        grads.append(lt.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)   # straight-through gradient
+    soft = F.gumbel_softmax(dyngraph.tensor(np.zeros((4, 5))), tau=2.0, dim=0)
+    np.testing.assert_allclose(soft.sum(0).numpy(), np.ones(5), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="gumbel_softmax"):
+        F.gumbel_softmax(dyngraph.tensor([1, 2]))

@@ -41,7 +41,7 @@ __all__ = [
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "celu", "gelu",
     "silu", "mish", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "softmin",
     "hardtanh", "hardtanh_", "hardswish", "hardsigmoid", "prelu", "logsigmoid", "softsign",
-    "tanhshrink", "softshrink", "hardshrink", "threshold", "glu", "rrelu",
+    "tanhshrink", "softshrink", "hardshrink", "threshold", "glu", "rrelu", "gumbel_softmax",
     # normalisation
     "layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "local_response_norm",
     "rms_norm",
@@ -705,6 +705,28 @@ from ._functional_loss import (  # noqa: E402
     soft_margin_loss,
     triplet_margin_loss,
 )
+
+def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """A differentiable sample from the categorical distribution ``softmax(logits)``:
+    ``softmax((logits + g) / tau)`` with Gumbel(0, 1) noise ``g`` from dyngraph's
+    generator.  ``hard=True`` returns one-hot vectors whose gradient is the soft
+    sample's (straight-through).  ``eps`` is unused, as in PyTorch.
+
+    >>> y = F.gumbel_softmax(logits, tau=0.5, hard=True)   # rows are one-hot
+    """
+    logits = as_tensor(logits, "gumbel_softmax")
+    require_float(logits, "gumbel_softmax")
+    u = rng_of(None).exponential(1.0, logits._data.shape).astype(logits._data.dtype)
+    gumbels = Tensor._make(-np.log(u), False, None, 0)           # -log(Exp(1)) ~ Gumbel(0, 1)
+    y_soft = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    from ..ops.indexing import scatter  # noqa: PLC0415
+
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = scatter(y_soft.detach() * 0.0, dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
 
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
 try:

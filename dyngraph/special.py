@@ -1,0 +1,25 @@
+"""``dg.special``: PyTorch's ``torch.special`` names for the special functions
+dyngraph has (each the same function as its top-level or ``nn.functional`` form,
+so values and gradients are those of the primitive).
+
+>>> dg.special.expit(dg.tensor([0.0]))
+tensor([0.5000])
+"""
+
+from __future__ import annotations
+
+import math
+
+from .ops.elementwise import (  # noqa: F401
+    erf, erfc, exp2, expm1, log1p, logit, round, sigmoid as expit, sinc, xlogy,
+)
+from .ops.nn import log_softmax, softmax  # noqa: F401
+from .ops.reduction import logsumexp  # noqa: F401
+
+__all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",
+           "log_softmax", "softmax", "logsumexp", "ndtr"]
+
+
+def ndtr(input):  # noqa: A002
+    """The standard normal CDF, ``(1 + erf(x / sqrt(2))) / 2``."""
+    return 0.5 * erfc(input * (-1.0 / math.sqrt(2.0)))
