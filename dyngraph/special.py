@@ -11,7 +11,18 @@ from __future__ import annotations
 import math
 
 from .ops.elementwise import (  # noqa: F401
-    erf, erfc, exp2, expm1, log1p, logit, round, sigmoid as expit, sinc, xlogy,
+    erf,
+    erfc,
+    exp2,
+    expm1,
+    log1p,
+    logit,
+    round,
+    sinc,
+    xlogy,
+)
+from .ops.elementwise import (
+    sigmoid as expit,
 )
 from .ops.nn import log_softmax, softmax  # noqa: F401
 from .ops.reduction import logsumexp  # noqa: F401

@@ -706,6 +706,7 @@ from ._functional_loss import (  # noqa: E402
     triplet_margin_loss,
 )
 
+
 def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1):
     """A differentiable sample from the categorical distribution ``softmax(logits)``:
     ``softmax((logits + g) / tau)`` with Gumbel(0, 1) noise ``g`` from dyngraph's
