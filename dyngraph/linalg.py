@@ -20,7 +20,8 @@ from .tensor import Tensor, _wrap_dim
 
 __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
-    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power",
+    "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
+    "eigvalsh",
 ]
 
 vector_norm = _red.vector_norm
@@ -31,6 +32,8 @@ solve = _lin.solve
 matmul = _lin.matmul
 tensordot = _lin.tensordot
 qr = _lin.qr
+eigh = _lin.eigh
+eigvalsh = _lin.eigvalsh
 _INF = float("inf")
 
 

@@ -832,6 +832,59 @@ def qr(input, mode: str = "reduced"):  # noqa: A002
     return _QRResult(q, r)
 
 
+@primitive("eigh", n_outputs=2, meta=True, save_output=True)
+def eigh_p(x, UPLO="L"):  # noqa: N803
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.eigh: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2] if x.ndim >= 2 else ''} by {x.shape[-1] if x.ndim else ''} matrices"
+                           f" (shape {list(x.shape)})")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"linalg.eigh: Expected a floating point tensor as input. Got {_cname(x.dtype)}")
+    w, v = np.linalg.eigh(x, UPLO=UPLO)
+    return w.astype(x.dtype, copy=False), v.astype(x.dtype, copy=False)
+
+
+def _eigh_vjp(g, out, x, UPLO="L"):  # noqa: N803
+    # A = V diag(L) V^T: gA = V (diag(gL) + F * skew(V^T gV)) V^T, F_ij = 1 / (L_j - L_i)
+    # off the diagonal (PyTorch's symmetric form; distinct eigenvalues assumed).
+    gl, gv = g
+    lam, v = out
+    n = x.shape[-1]
+    eye = np.eye(n, dtype=x.dtype)
+    row = _shape.reshape_p(lam, shape=tuple(x.shape[:-2]) + (1, n))
+    col = _shape.reshape_p(lam, shape=tuple(x.shape[:-2]) + (n, 1))
+    f = (1.0 - eye) / (row - col + eye)
+    vtg = v.mT @ gv
+    inner = _shape.reshape_p(gl, shape=tuple(x.shape[:-2]) + (1, n)) * eye + f * (vtg - vtg.mT) * 0.5
+    return v @ inner @ v.mT
+
+
+eigh_p.defvjp(_eigh_vjp)
+
+
+_EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+
+
+def eigh(A, UPLO: str = "L"):  # noqa: N803
+    """Eigen-decomposition of symmetric matrices (only the ``UPLO`` triangle is read):
+    ``(eigenvalues ascending, eigenvectors as columns)``; differentiable (eigenvalues
+    assumed distinct where eigenvectors are differentiated).
+
+    >>> L, V = dg.linalg.eigh(dg.tensor([[2., 1.], [1., 2.]]))
+    >>> L
+    tensor([1., 3.])
+    """
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    w, v = bind(eigh_p, (_tensor(A, "linalg.eigh"),), {"UPLO": UPLO})
+    return _EighResult(w, v)
+
+
+def eigvalsh(A, UPLO: str = "L"):  # noqa: N803
+    """Eigenvalues (ascending) of symmetric matrices; see :func:`eigh`."""
+    return eigh(A, UPLO).eigenvalues
+
+
 def _np(a):
     return a._data if isinstance(a, Tensor) else a
 

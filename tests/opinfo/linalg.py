@@ -247,6 +247,14 @@ OPS = [
     OpInfo("linalg_qr", lambda m, x: tuple(m.linalg.qr(x)), lambda rng, dt: [
         Sample((randn(rng, (4, 3), dt),), desc="tall"), Sample((randn(rng, (3, 3), dt),), desc="square"),
         Sample((randn(rng, (2, 3, 2), dt),), desc="batched")]),
+    # eigenvectors are defined up to sign: compare V * V[0, :] (sign-free) and symmetrise the
+    # input so finite differences see the same symmetric matrix eigh reads.
+    OpInfo("linalg_eigh", lambda m, x, **kw: (lambda r: (r[0], r[1] * r[1][..., :1, :]))(
+        m.linalg.eigh(x + x.mT, **kw)), lambda rng, dt: [
+        Sample((randn(rng, (3, 3), dt),)), Sample((randn(rng, (2, 4, 4), dt),), desc="batched"),
+        Sample((randn(rng, (3, 3), dt),), {"UPLO": "U"}, desc="upper")], rtol=1e-4, atol=1e-5),
+    OpInfo("linalg_eigvalsh", lambda m, x: m.linalg.eigvalsh(x @ x.mT), lambda rng, dt: [
+        Sample((randn(rng, (3, 3), dt),))]),
     OpInfo("linalg_qr_modes", lambda m, x, mode: tuple(m.linalg.qr(x, mode=mode)), lambda rng, dt: [
         Sample((randn(rng, (2, 4), dt), "reduced"), desc="wide"),
         Sample((randn(rng, (4, 2), dt), "complete"), desc="complete")], grad=False),
