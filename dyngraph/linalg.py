@@ -21,7 +21,7 @@ from .tensor import Tensor, _wrap_dim
 __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
     "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
-    "eigvalsh",
+    "eigvalsh", "svd", "svdvals", "pinv",
 ]
 
 vector_norm = _red.vector_norm
@@ -34,6 +34,9 @@ tensordot = _lin.tensordot
 qr = _lin.qr
 eigh = _lin.eigh
 eigvalsh = _lin.eigvalsh
+svd = _lin.linalg_svd
+svdvals = _lin.svdvals
+pinv = _lin.pinv
 _INF = float("inf")
 
 

@@ -19,7 +19,8 @@ from .registry import bind, primitive
 __all__ = [
     "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diag_embed", "trace",
-    "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky", "qr",
+    "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky", "qr", "svd",
+    "pinverse",
 ]
 
 
@@ -885,6 +886,107 @@ def eigvalsh(A, UPLO: str = "L"):  # noqa: N803
     return eigh(A, UPLO).eigenvalues
 
 
+@primitive("svd", n_outputs=3, meta=True, save_output=True)
+def svd_p(x, full_matrices=True):
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, "
+                           f"got shape {list(x.shape)}")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"linalg.svd: Expected a floating point tensor as input. Got {_cname(x.dtype)}")
+    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
+    return u.astype(x.dtype, copy=False), s.astype(x.dtype, copy=False), vh.astype(x.dtype, copy=False)
+
+
+def _svd_vjp(g, out, x, full_matrices=True):
+    # A = U S Vh (first k = min(m, n) singular vectors; with full_matrices the others
+    # get no gradient, as in PyTorch):
+    # gA = U [skew(U^T gU) / E * S_row + S_col * skew(V^T gV) / E + diag(gS)] Vh
+    #      + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T),  E_jk = S_k^2 - S_j^2 (1 on the diagonal)
+    gu, gs, gvh = g
+    u, s, vh = out
+    m, n = x.shape[-2], x.shape[-1]
+    k = min(m, n)
+    if full_matrices and m != n:
+        u, gu = u[..., :, :k], gu[..., :, :k]
+        vh, gvh = vh[..., :k, :], gvh[..., :k, :]
+    batch = tuple(x.shape[:-2])
+    eye = np.eye(k, dtype=x.dtype)
+    s_row = _shape.reshape_p(s, shape=batch + (1, k))
+    s_col = _shape.reshape_p(s, shape=batch + (k, 1))
+    e = s_row * s_row - s_col * s_col + eye
+    v, gv = vh.mT, gvh.mT
+    utgu = u.mT @ gu
+    vtgv = v.mT @ gv
+    inner = ((utgu - utgu.mT) / e * s_row + s_col * ((vtgv - vtgv.mT) / e)
+             + _shape.reshape_p(gs, shape=batch + (1, k)) * eye)
+    ga = u @ inner @ vh
+    if m > k:
+        ga = ga + (gu - u @ (u.mT @ gu)) / s_row @ vh
+    if n > k:
+        ga = ga + u @ ((gv.mT - (gv.mT @ v) @ v.mT) / s_col)
+    return ga
+
+
+svd_p.defvjp(_svd_vjp)
+
+
+_SVDResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+_TorchSVDResult = namedtuple("svd", ["U", "S", "V"])
+
+
+def linalg_svd(A, full_matrices: bool = True, *, driver=None):  # noqa: N803
+    """Singular value decomposition ``A = U diag(S) Vh`` as ``(U, S, Vh)``, singular
+    values descending; differentiable (distinct, non-zero singular values assumed where
+    singular vectors are differentiated).  ``dg.linalg.svd``.
+
+    >>> U, S, Vh = dg.linalg.svd(dg.tensor([[3., 0.], [0., 4.]]))
+    >>> S
+    tensor([4., 3.])
+    """
+    u, s, vh = bind(svd_p, (_tensor(A, "linalg.svd"),), {"full_matrices": bool(full_matrices)})
+    return _SVDResult(u, s, vh)
+
+
+def svdvals(A, *, driver=None):  # noqa: N803
+    """Singular values (descending) of ``A``; ``dg.linalg.svdvals``."""
+    return linalg_svd(A, full_matrices=False).S
+
+
+def svd(input, some: bool = True, compute_uv: bool = True):  # noqa: A002
+    """The older ``torch.svd``: ``(U, S, V)`` with ``V`` (not ``Vh``); ``some=True`` is
+    the reduced decomposition.  Prefer ``dg.linalg.svd``."""
+    if not compute_uv:  # zero-filled (m, m) and (n, n) U and V, as PyTorch returns
+        s = svdvals(input)
+        x = input._data
+        u0 = np.zeros(x.shape[:-2] + (x.shape[-2],) * 2, x.dtype)
+        v0 = np.zeros(x.shape[:-2] + (x.shape[-1],) * 2, x.dtype)
+        return _TorchSVDResult(Tensor._make(u0, False, None, 0), s, Tensor._make(v0, False, None, 0))
+    u, s, vh = linalg_svd(input, full_matrices=not some)
+    return _TorchSVDResult(u, s, vh.mT)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):  # noqa: N803
+    """Moore-Penrose pseudo-inverse through the SVD: singular values at or below
+    ``max(atol, rtol * S_max)`` are treated as zero (default ``rtol = eps * max(m, n)``
+    when neither is given, as in PyTorch).  ``dg.linalg.pinv``."""
+    A = _tensor(A, "linalg.pinv")
+    u, s, vh = linalg_svd(A, full_matrices=False)
+    m, n = A.shape[-2], A.shape[-1]
+    if rtol is None:
+        rtol = float(np.finfo(A._data.dtype).eps) * max(m, n) if not atol else 0.0
+    cut = _red.amax(s, -1, keepdim=True) * rtol if s._data.size else s
+    if atol:
+        cut = _ew.clamp(cut, min=float(atol))
+    keep = s > cut
+    s_inv = _ew.where(keep, 1.0 / _ew.where(keep, s, 1.0), 0.0)
+    return (vh.mT * s_inv.unsqueeze(-2)) @ u.mT
+
+
+def pinverse(input, rcond: float = 1e-15):  # noqa: A002
+    """``torch.pinverse``: :func:`pinv` with relative cutoff ``rcond``."""
+    return pinv(input, rtol=rcond)
+
+
 def _np(a):
     return a._data if isinstance(a, Tensor) else a
 
@@ -958,3 +1060,6 @@ def _tri_inplace(fn, name):
 
 
 install({"tril_": _tri_inplace(tril, "tril_"), "triu_": _tri_inplace(triu, "triu_")})
+
+
+install({"svd": svd, "pinverse": pinverse})

@@ -255,6 +255,24 @@ OPS = [
         Sample((randn(rng, (3, 3), dt),), {"UPLO": "U"}, desc="upper")], rtol=1e-4, atol=1e-5),
     OpInfo("linalg_eigvalsh", lambda m, x: m.linalg.eigvalsh(x @ x.mT), lambda rng, dt: [
         Sample((randn(rng, (3, 3), dt),))]),
+    # singular vectors are defined up to sign: compare U * U[0, :] and Vh * Vh[:, 0]
+    OpInfo("linalg_svd", lambda m, x, **kw: (lambda r, k: (r[1], r[0][..., :k] * r[0][..., :1, :k],
+                                                           r[2][..., :k, :] * r[2][..., :k, :1]))(
+        m.linalg.svd(x, **kw), min(x.shape[-2:])), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt),), {"full_matrices": False}, desc="tall"),
+        Sample((randn(rng, (2, 4), dt),), {"full_matrices": False}, desc="wide"),
+        Sample((randn(rng, (3, 3), dt),), desc="square"),
+        Sample((randn(rng, (2, 3, 2), dt),), {"full_matrices": True}, desc="batched_full")],
+           rtol=1e-4, atol=1e-5),
+    OpInfo("linalg_svdvals", lambda m, x: m.linalg.svdvals(x), lambda rng, dt: [
+        Sample((randn(rng, (3, 4), dt),))]),
+    OpInfo("svd_torch", lambda m, x: (lambda r: (r.S, r.V * r.V[..., :1, :]))(m.svd(x)), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt),))], rtol=1e-4, atol=1e-5),
+    OpInfo("linalg_pinv", lambda m, x: m.linalg.pinv(x), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt),)), Sample((randn(rng, (2, 2, 3), dt),), desc="batched_wide")],
+           rtol=1e-4, atol=1e-5),
+    OpInfo("pinverse", lambda m, x: m.pinverse(x), lambda rng, dt: [Sample((randn(rng, (3, 2), dt),))],
+           rtol=1e-4, atol=1e-5),
     OpInfo("linalg_qr_modes", lambda m, x, mode: tuple(m.linalg.qr(x, mode=mode)), lambda rng, dt: [
         Sample((randn(rng, (2, 4), dt), "reduced"), desc="wide"),
         Sample((randn(rng, (4, 2), dt), "complete"), desc="complete")], grad=False),
