@@ -22,6 +22,7 @@ __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
     "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
     "eigvalsh", "svd", "svdvals", "pinv",
+    "lstsq",
 ]
 
 vector_norm = _red.vector_norm
@@ -37,6 +38,7 @@ eigvalsh = _lin.eigvalsh
 svd = _lin.linalg_svd
 svdvals = _lin.svdvals
 pinv = _lin.pinv
+lstsq = _lin.lstsq
 _INF = float("inf")
 
 

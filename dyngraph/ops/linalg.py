@@ -982,6 +982,37 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):  # noqa: N803
     return (vh.mT * s_inv.unsqueeze(-2)) @ u.mT
 
 
+_LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+
+
+def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
+    """Least-squares solution of ``A X = B`` (minimum-norm when under-determined), as
+    PyTorch's default CPU driver ``'gelsy'`` reports it: ``(solution, residuals=empty,
+    rank, singular_values=empty)``.  Computed through the pseudo-inverse, so it is
+    differentiable.  ``dg.linalg.lstsq``.
+
+    >>> dg.linalg.lstsq(A, B).solution     # (n, k) for A (m, n), B (m, k)
+    """
+    A, B = _tensor(A, "linalg.lstsq"), _tensor(B, "linalg.lstsq")
+    if A.ndim < 2 or B.ndim < 2 or A.shape[-2] != B.shape[-2]:
+        raise RuntimeError(
+            f"linalg.lstsq: expected A (*, m, n) and B (*, m, k) with the same m, got shapes "
+            f"{list(A.shape)} and {list(B.shape)}")
+    if driver not in (None, "gelsy"):
+        raise NotImplementedError(f"linalg.lstsq: only the default 'gelsy' driver is available, "
+                                  f"got driver={driver!r}")
+    m, n = A.shape[-2], A.shape[-1]
+    if rcond is None:
+        rcond = float(np.finfo(A._data.dtype).eps) * max(m, n)
+    s = svdvals(A.detach())._data
+    smax = s[..., :1] if s.size else s
+    rank = (s > rcond * smax).sum(-1).astype(np.int64)
+    empty = np.zeros((0,), A._data.dtype)
+    return _LstsqResult(pinv(A, rtol=rcond) @ B, Tensor._make(empty, False, None, 0),
+                        Tensor._make(np.asarray(rank), False, None, 0),
+                        Tensor._make(empty.copy(), False, None, 0))
+
+
 def pinverse(input, rcond: float = 1e-15):  # noqa: A002
     """``torch.pinverse``: :func:`pinv` with relative cutoff ``rcond``."""
     return pinv(input, rtol=rcond)

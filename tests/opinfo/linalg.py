@@ -271,6 +271,11 @@ OPS = [
     OpInfo("linalg_pinv", lambda m, x: m.linalg.pinv(x), lambda rng, dt: [
         Sample((randn(rng, (4, 3), dt),)), Sample((randn(rng, (2, 2, 3), dt),), desc="batched_wide")],
            rtol=1e-4, atol=1e-5),
+    OpInfo("linalg_lstsq", lambda m, a, b: (lambda r: (r.solution, r.rank, r.residuals))(m.linalg.lstsq(a, b)),
+           lambda rng, dt: [Sample((randn(rng, (5, 3), dt), randn(rng, (5, 2), dt)), desc="tall"),
+                            Sample((randn(rng, (2, 4, 2), dt), randn(rng, (2, 4, 1), dt)), desc="batched"),
+                            Sample((randn(rng, (2, 3), dt), randn(rng, (2, 2), dt)), desc="wide_min_norm")],
+           rtol=1e-4, atol=1e-5),
     OpInfo("pinverse", lambda m, x: m.pinverse(x), lambda rng, dt: [Sample((randn(rng, (3, 2), dt),))],
            rtol=1e-4, atol=1e-5),
     OpInfo("linalg_qr_modes", lambda m, x, mode: tuple(m.linalg.qr(x, mode=mode)), lambda rng, dt: [

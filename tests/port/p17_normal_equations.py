@@ -1,4 +1,5 @@
-"""Polynomial least squares by the normal equations (torch.linalg.solve, inv, norm),
+"""Polynomial least squares by the normal equations (torch.linalg.solve, inv, norm,
+pinv, lstsq, svdvals),
 then the same fit by full-batch gradient descent on nn.Parameter coefficients."""
 
 import numpy as np
@@ -19,6 +20,11 @@ def run(torch, shared):
     out["coef"] = np_of(coef)
     out["resid"] = resid.item()
     out["pinv_like"] = np_of(torch.linalg.inv(A.T @ A) @ A.T @ target)
+    out["pinv"] = np_of(torch.linalg.pinv(A) @ target)
+    sol = torch.linalg.lstsq(A, target.unsqueeze(1))
+    out["lstsq"] = np_of(sol.solution.squeeze(1))
+    out["rank"] = int(sol.rank)
+    out["cond"] = (lambda s: (s[0] / s[-1]).item())(torch.linalg.svdvals(A))
     c = torch.nn.Parameter(torch.zeros(4, dtype=torch.float64))
     opt = torch.optim.SGD([c], lr=0.05, momentum=0.9)
     gd = []
