@@ -52,6 +52,7 @@ __all__ = [
     "index_add", "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter",
     "take", "take_along_dim", "nonzero", "argwhere", "topk", "sort", "argsort", "msort",
     "kthvalue", "unique", "searchsorted", "bucketize", "one_hot", "isin", "bincount",
+    "quantile",
 ]
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
@@ -1421,3 +1422,73 @@ def bincount(input, weights=None, minlength: int = 0):  # noqa: A002
 
 
 install({"isin": isin, "bincount": bincount})
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):  # noqa: A002
+    """The ``q``-th quantiles of ``input`` along ``dim`` (all elements when None).
+
+    ``q`` is a number or a 1-D tensor of numbers in [0, 1]; with a tensor, the quantiles
+    form a new leading dimension.  Built from ``sort`` and ``index_select``, so it is
+    differentiable; a slice holding NaN gives NaN, as in PyTorch.
+
+    >>> dg.quantile(dg.tensor([1., 2., 3., 4.]), 0.5)
+    tensor(2.5000)
+    """
+    from ..creation import from_numpy  # noqa: PLC0415
+    from .elementwise import where  # noqa: PLC0415
+    from .shape import movedim, reshape  # noqa: PLC0415
+
+    x = as_tensor_arg(input, "quantile")
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {x.dtype}")
+    if interpolation not in _QUANTILE_MODES:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. "
+                         f"Got '{interpolation}'")
+    scalar_q = not isinstance(q, Tensor)
+    qs = np.atleast_1d(np.asarray(q._data if isinstance(q, Tensor) else q, dtype=np.float64))
+    if qs.ndim > 1:
+        raise RuntimeError(f"quantile() q must be a scalar or 1D tensor, got shape {list(qs.shape)}")
+    if ((qs < 0) | (qs > 1)).any():
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    shape = tuple(x.shape)
+    if dim is None:
+        flat, d = reshape(x, -1), 0
+    else:
+        d = _wrap_dim(dim, max(x.ndim, 1), "quantile")
+        flat = x if x.ndim else reshape(x, 1)
+    rows = movedim(flat, d, -1)                                 # (..., n)
+    n = rows.shape[-1]
+    if n == 0:
+        raise IndexError("quantile() input tensor must be non-empty")
+    srt = sort(rows, -1).values
+    pos = qs * (n - 1)
+    lo, hi = np.floor(pos).astype(np.int64), np.ceil(pos).astype(np.int64)
+    if interpolation == "lower":
+        hi = lo
+    elif interpolation == "higher":
+        lo = hi
+    elif interpolation == "nearest":
+        lo = hi = np.round(pos).astype(np.int64)
+    v_lo = index_select(srt, -1, from_numpy(lo))              # (..., len(q))
+    v_hi = index_select(srt, -1, from_numpy(hi))
+    if interpolation == "midpoint":
+        out = v_lo + (v_hi - v_lo) * 0.5
+    elif interpolation == "linear":
+        frac = (pos - lo).astype(x._data.dtype)
+        out = v_lo + (v_hi - v_lo) * Tensor._make(frac, False, None, 0)
+    else:
+        out = v_lo
+    has_nan = np.isnan(rows._data).any(-1, keepdims=True)
+    if has_nan.any():
+        out = where(Tensor._make(has_nan, False, None, 0), float("nan"), out)
+    out = movedim(out, -1, 0)                                   # (len(q), ...)
+    if keepdim:
+        kept = [1] * len(shape) if dim is None else [1 if i == d else s for i, s in enumerate(shape)]
+        out = reshape(out, len(qs), *kept)
+    return reshape(out, tuple(out.shape[1:])) if scalar_q else out
+
+
+install({"quantile": quantile})
