@@ -55,7 +55,9 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        w = self._parameters["weight"]
+        p = self._parameters
+        # A reparameterised weight (nn.utils.weight_norm) is a plain attribute instead.
+        w = p["weight"] if "weight" in p else self.weight
         d = input._data
         if not d.ndim or d.shape[-1] != self.in_features:
             raise RuntimeError(
@@ -65,7 +67,7 @@ class Linear(Module):
             raise RuntimeError(
                 f"input dtype {input.dtype} does not match the layer's weight dtype {w.dtype}; "
                 "convert the input (x.to(dtype)) or the model (model.to(dtype))")
-        b = self._parameters["bias"]
+        b = p["bias"] if "bias" in p else self.bias
         return bind(linear_p, (input, w) if b is None else (input, w, b))
 
     def extra_repr(self) -> str:

@@ -1,4 +1,4 @@
-"""``dg.nn.utils``: gradient clipping, parameter/vector conversion, RNN packing."""
+"""``dg.nn.utils``: gradient clipping, parameter/vector conversion, weight norm, RNN packing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .clip_grad import (  # noqa: F401
     get_total_norm,
 )
 from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
+from .weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
 try:
     from . import rnn  # noqa: F401
