@@ -459,9 +459,26 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     return _refill(self, rng_of(generator).exponential(1.0 / lambd, self._data.shape), "exponential_")
 
 
+def _matrix_power_method(self: Tensor, n: int) -> Tensor:
+    from .linalg import matrix_power  # noqa: PLC0415  (dg.linalg is imported lazily)
+
+    return matrix_power(self, n)
+
+
+def _pin_memory(self: Tensor, device=None) -> Tensor:
+    """A copy for fast host-to-GPU transfer in PyTorch; dyngraph's CPU arrays are plain
+    host memory already, so this is a copy (as PyTorch returns a new tensor)."""
+    return self.clone()
+
+
 def _install_methods() -> None:
     from .ops._util import install  # noqa: PLC0415
 
+    install({"multinomial": multinomial, "bernoulli": bernoulli, "matrix_power": _matrix_power_method,
+             "pin_memory": _pin_memory, "is_pinned": lambda self, device=None: False,
+             "is_signed": lambda self: self._data.dtype.kind in "if",
+             "positive": lambda self: self})
+    Tensor.is_cpu = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
     install({"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones,
              "new_empty": new_empty, "new_full": new_full, "normal_": normal_,
              "uniform_": uniform_, "bernoulli_": bernoulli_, "exponential_": exponential_})

@@ -393,3 +393,50 @@ def test_weight_norm_conv_matches_torch():
     sd, yd, _ = _weight_norm_run(dyngraph, 0, x, lambda lib: lib.nn.Conv1d(2, 3, 3))
     st, yt, _ = _weight_norm_run(torch, 0, x, lambda lib: lib.nn.Conv1d(2, 3, 3))
     np.testing.assert_allclose(yd, yt, rtol=1e-12)
+
+
+_UNARY_INPLACE = ["absolute", "acos", "asin", "atan", "cosh", "sinh", "tan", "erf", "erfc", "exp2",
+                  "expm1", "log10", "log1p", "log2", "logit", "rsqrt", "sinc", "sgn", "negative",
+                  "fix", "frac", "deg2rad", "rad2deg", "nan_to_num"]
+_BINARY_INPLACE = ["hypot", "xlogy", "eq", "ne", "lt", "le", "gt", "ge", "arctan2", "logical_and"]
+
+
+def test_inplace_method_forms_match_torch():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.1, 0.9, (2, 3, 3))
+    for name in _UNARY_INPLACE:
+        d, t = dyngraph.tensor(a), torch.tensor(a)
+        assert getattr(d, name + "_")() is d
+        getattr(t, name + "_")()
+        np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12, err_msg=name)
+    for name in _BINARY_INPLACE:
+        d, t = dyngraph.tensor(a), torch.tensor(a)
+        getattr(d, name + "_")(dyngraph.tensor(b))
+        getattr(t, name + "_")(torch.tensor(b))
+        np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12, err_msg=name)
+    d, t = dyngraph.tensor(a), torch.tensor(a)
+    d.cumsum_(1).addmm_(dyngraph.tensor(a), dyngraph.tensor(b), beta=0.5, alpha=2)
+    t.cumsum_(1).addmm_(torch.tensor(a), torch.tensor(b), beta=0.5, alpha=2)
+    np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12)
+    xd, xt = dyngraph.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    ((xd * 1.0).erf_().log1p_() ** 2).sum().backward()
+    ((xt * 1.0).erf_().log1p_() ** 2).sum().backward()
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        dyngraph.tensor(a, requires_grad=True).erf_()
+
+
+def test_sampling_and_misc_methods():
+    dyngraph.manual_seed(0)
+    p = dyngraph.tensor([[0.1, 0.9], [0.7, 0.3]])
+    draws = p.multinomial(400, replacement=True)
+    np.testing.assert_allclose((draws == 1).float().mean(1).numpy(), [0.9, 0.3], atol=0.08)
+    assert set(p.bernoulli().unique().tolist()) <= {0.0, 1.0}
+    m = np.array([[1.0, 2.0], [0.5, -1.0]])
+    np.testing.assert_allclose(dyngraph.tensor(m).matrix_power(3).numpy(), torch.tensor(m).matrix_power(3).numpy())
+    for dt in ("float32", "int64", "uint8", "bool"):
+        assert dyngraph.zeros(1, dtype=getattr(dyngraph, dt)).is_signed() == torch.zeros(1, dtype=getattr(torch, dt)).is_signed()
+    x = dyngraph.ones(2)
+    assert x.is_cpu and not x.is_pinned() and x.positive() is x
+    pinned = x.pin_memory()
+    assert pinned is not x and dyngraph.equal(pinned, x)

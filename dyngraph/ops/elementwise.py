@@ -1013,6 +1013,17 @@ def logit(input, eps=None):  # noqa: A002
     return sub(log(p), log1p(neg(p)))
 
 
+_INPLACE_FORMS = (
+    "absolute", "acos", "arccos", "asin", "arcsin", "atan", "arctan", "arctan2", "cosh", "sinh",
+    "tan", "erf", "erfc", "exp2", "expm1", "log10", "log1p", "log2", "logit", "rsqrt", "sinc",
+    "sgn", "negative", "fix", "frac", "deg2rad", "rad2deg", "nan_to_num", "hypot", "xlogy",
+    "eq", "ne", "not_equal", "lt", "le", "gt", "ge", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "cumsum", "cumprod", "addmm", "addmv", "addr",
+    "addbmm", "baddbmm",
+)
+
+
 def _install_composites() -> None:
     def inplace(fn, name):
         def method(self, *args, **kwargs):
@@ -1024,6 +1035,19 @@ def _install_composites() -> None:
         method.__doc__ = f"In-place ``{fn.__name__}`` (autograd-aware, bumps the version counter)."
         return method
 
+    # In-place forms of out-of-place methods (``x.erf_()``, ``x.cumsum_(0)``, ``mask.logical_not_()``):
+    # the method is looked up when called, so families registered later are found too.
+    def inplace_of(base):
+        def method(self, *args, **kwargs):
+            from .inplace import apply_inplace  # noqa: PLC0415
+
+            return apply_inplace(self, lambda s: getattr(Tensor, base)(s, *args, **kwargs), base + "_")
+
+        method.__name__ = base + "_"
+        method.__doc__ = f"In-place ``{base}`` (autograd-aware, bumps the version counter)."
+        return method
+
+    install({name + "_": inplace_of(name) for name in _INPLACE_FORMS})
     install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
              "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),
