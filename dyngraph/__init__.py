@@ -64,7 +64,8 @@ def __getattr__(name):
 # torch.cuda / torch.backends and the preamble switches of ordinary scripts.
 from . import backends, cuda  # noqa: E402,F401
 from .backends import (  # noqa: E402,F401
-    are_deterministic_algorithms_enabled, get_num_threads, set_num_threads,
+    are_deterministic_algorithms_enabled, get_default_device, get_float32_matmul_precision,
+    get_num_threads, set_default_device, set_float32_matmul_precision, set_num_threads,
     use_deterministic_algorithms,
 )
 from .memory_format import (  # noqa: E402,F401
@@ -73,3 +74,4 @@ from .memory_format import (  # noqa: E402,F401
 from . import distributions  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
 from . import special  # noqa: E402,F401
+from .creation import is_complex, is_floating_point, is_nonzero, matrix_power  # noqa: E402,F401

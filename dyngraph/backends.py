@@ -16,7 +16,8 @@ import os
 import types
 
 __all__ = ["cudnn", "mps", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
-           "are_deterministic_algorithms_enabled"]
+           "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
+           "get_float32_matmul_precision", "get_default_device", "set_default_device"]
 
 cudnn = types.SimpleNamespace(
     enabled=True, deterministic=False, benchmark=False, allow_tf32=True,
@@ -59,3 +60,36 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 def are_deterministic_algorithms_enabled() -> bool:
     return _deterministic
+
+
+_matmul_precision = "highest"
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Record the float32 matmul precision hint ("highest", "high", "medium"); dyngraph's
+    BLAS matmuls are always full float32 precision ("highest")."""
+    global _matmul_precision
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', "
+                           f"got {precision!r}")
+    _matmul_precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _matmul_precision
+
+
+def get_default_device():
+    """Where factory functions create tensors: always the CPU (pass ``device=`` per call)."""
+    from .backend import device  # noqa: PLC0415
+
+    return device("cpu")
+
+
+def set_default_device(device) -> None:
+    """Only the CPU default is available: new tensors go to ``device=`` when given."""
+    from .backend import device as _device  # noqa: PLC0415
+
+    if device is not None and _device(device).type != "cpu":
+        raise RuntimeError(f"set_default_device: dyngraph creates tensors on the CPU by default; "
+                           f"pass device={device!r} to each factory call (or .to(device)) instead")

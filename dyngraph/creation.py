@@ -364,6 +364,31 @@ def numel(t: Tensor) -> int:
     return t.numel()
 
 
+def is_floating_point(input: Tensor) -> bool:  # noqa: A002
+    """True for a floating-point tensor."""
+    return input._data.dtype.kind == "f"
+
+
+def is_complex(input: Tensor) -> bool:  # noqa: A002
+    """True for a complex tensor (dyngraph has none)."""
+    return input._data.dtype.kind == "c"
+
+
+def is_nonzero(input: Tensor) -> bool:  # noqa: A002
+    """The truth of a one-element tensor (an error for any other size, as in PyTorch)."""
+    if input._data.size != 1:
+        raise RuntimeError(f"Boolean value of Tensor with {'no values' if input._data.size == 0 else 'more than one value'}"
+                           " is ambiguous")
+    return bool(input._data.reshape(()))
+
+
+def matrix_power(input: Tensor, n: int) -> Tensor:  # noqa: A002
+    """``input`` multiplied by itself ``n`` times (``n < 0``: of the inverse); ``dg.linalg.matrix_power``."""
+    from .linalg import matrix_power as _mp  # noqa: PLC0415
+
+    return _mp(input, n)
+
+
 # -- Tensor.new_* and in-place random fills ------------------------------------------
 # ``x.new_zeros(2, 3)`` etc. create a tensor with ``x``'s dtype and device (PyTorch's
 # rule, also for ``new_tensor`` of Python ints); ``x.normal_()`` etc. refill ``x``.
@@ -474,7 +499,8 @@ def _pin_memory(self: Tensor, device=None) -> Tensor:
 def _install_methods() -> None:
     from .ops._util import install  # noqa: PLC0415
 
-    install({"multinomial": multinomial, "bernoulli": bernoulli, "matrix_power": _matrix_power_method,
+    install({"multinomial": multinomial, "bernoulli": bernoulli, "matrix_power": _matrix_power_method, "is_nonzero": is_nonzero,
+             "is_complex": is_complex,
              "pin_memory": _pin_memory, "is_pinned": lambda self, device=None: False,
              "is_signed": lambda self: self._data.dtype.kind in "if",
              "positive": lambda self: self})

@@ -440,3 +440,33 @@ def test_sampling_and_misc_methods():
     assert x.is_cpu and not x.is_pinned() and x.positive() is x
     pinned = x.pin_memory()
     assert pinned is not x and dyngraph.equal(pinned, x)
+
+
+def test_toplevel_aliases_and_switches_match_torch():
+    a = np.array([0.25, -0.5, 0.75])
+    for name in ("arcsin", "arccos", "arctan"):
+        np.testing.assert_allclose(getattr(dyngraph, name)(dyngraph.tensor(a)).numpy(),
+                                   getattr(torch, name)(torch.tensor(a)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(dyngraph.arctan2(dyngraph.tensor(a), dyngraph.tensor(a[::-1].copy())).numpy(),
+                               torch.arctan2(torch.tensor(a), torch.tensor(a[::-1].copy())).numpy(), rtol=1e-12)
+    for shapes in [((2, 1), (3,)), (3, (2, 1)), ((1,), ())]:
+        assert tuple(dyngraph.broadcast_shapes(*shapes)) == tuple(torch.broadcast_shapes(*shapes))
+    with pytest.raises(RuntimeError, match="broadcast"):
+        dyngraph.broadcast_shapes((2,), (3,))
+    for t in (dyngraph.ones(1), dyngraph.tensor([0]), dyngraph.tensor([True])):
+        tt = torch.tensor(t.numpy())
+        assert dyngraph.is_floating_point(t) == torch.is_floating_point(tt)
+        assert dyngraph.is_nonzero(t) == torch.is_nonzero(tt) and dyngraph.is_complex(t) == torch.is_complex(tt)
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        dyngraph.is_nonzero(dyngraph.ones(2))
+    m = np.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_allclose(dyngraph.matrix_power(dyngraph.tensor(m), -2).numpy(),
+                               torch.matrix_power(torch.tensor(m), -2).numpy(), rtol=1e-12)
+    assert dyngraph.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+    dyngraph.set_float32_matmul_precision("high")
+    assert dyngraph.get_float32_matmul_precision() == "high"
+    dyngraph.set_float32_matmul_precision("highest")
+    with pytest.raises(RuntimeError, match="highest"):
+        dyngraph.set_float32_matmul_precision("low")
+    assert str(dyngraph.get_default_device()) == "cpu"
+    dyngraph.set_default_device("cpu")

@@ -31,7 +31,8 @@ __all__ = [
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan",
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
-    "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit",
+    "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit", "arcsin", "arccos", "arctan",
+    "arctan2",
 ]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -1012,6 +1013,8 @@ def logit(input, eps=None):  # noqa: A002
     p = input if eps is None else clamp(input, eps, 1.0 - eps)
     return sub(log(p), log1p(neg(p)))
 
+
+arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # NumPy-style names, as torch has
 
 _INPLACE_FORMS = (
     "absolute", "acos", "arccos", "asin", "arcsin", "atan", "arctan", "arctan2", "cosh", "sinh",

@@ -24,7 +24,7 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
-    "dist", "cdist",
+    "dist", "cdist", "cov", "corrcoef",
 ]
 
 
@@ -1019,6 +1019,62 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
                             "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode")
     return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, dim=-1)
+
+
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):  # noqa: A002
+    """Covariance matrix of the variables in the rows of ``input`` (observations in the
+    columns; a 1-D input is one variable), with optional integer frequency weights and
+    float observation weights, as ``numpy.cov``/``torch.cov``.
+
+    >>> dg.cov(dg.tensor([[1., 2., 4.], [0., 1., -1.]]))
+    tensor([[ 2.3333, -1.0000],
+            [-1.0000,  1.0000]])
+    """
+    x = as_tensor_arg(input, "cov")
+    if x.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input "
+                           f"with {x.ndim} dimensions")
+    if x._data.dtype.kind != "f":
+        x = x.to(_dt.get_default_dtype())
+    obs = x if x.ndim == 2 else x.reshape(1, -1)
+    n = obs.shape[1]
+    w = None
+    if fweights is not None:
+        w = as_tensor_arg(fweights, "cov")
+        if w._data.dtype.kind not in "iu":
+            raise RuntimeError(f"cov(): expected fweights to have integral dtype but got {w.dtype}")
+    if aweights is not None:
+        aw = as_tensor_arg(aweights, "cov")
+        w = aw if w is None else w * aw
+    if w is None:
+        avg = mean(obs, 1, keepdim=True)
+        norm = float(n - correction)
+    else:
+        w = w.to(obs.dtype)
+        w_sum = sum(w)
+        avg = sum(obs * w, 1, keepdim=True) / w_sum
+        if correction == 0:
+            norm = w_sum
+        elif aweights is None:
+            norm = w_sum - correction
+        else:
+            norm = w_sum - correction * sum(w * as_tensor_arg(aweights, "cov").to(obs.dtype)) / w_sum
+    if not isinstance(norm, Tensor):
+        norm = builtins.max(norm, 0.0)
+    xm = obs - avg
+    c = ((xm * w) if w is not None else xm) @ xm.mT / norm
+    return c.reshape(()) if x.ndim < 2 else c
+
+
+def corrcoef(input):  # noqa: A002
+    """Pearson correlation coefficients of the variables in the rows of ``input``
+    (``cov`` normalised by the standard deviations, clipped to [-1, 1])."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = _ew.sqrt(c.diagonal())
+    c = c / d.unsqueeze(1) / d.unsqueeze(0)
+    return _ew.clamp(c, -1.0, 1.0)
 
 
 def sum_to_size(input, *size):  # noqa: A002

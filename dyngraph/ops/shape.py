@@ -33,6 +33,7 @@ __all__ = [
     "tensor_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll", "tile",
     "repeat_interleave", "pad", "clone", "movedim", "moveaxis", "narrow", "select", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_tensors", "diff",
+    "broadcast_shapes",
 ]
 
 
@@ -1044,6 +1045,21 @@ def broadcast_tensors(*tensors):
             "broadcast_tensors: shapes " + ", ".join(str(list(t.shape)) for t in tensors)
             + " are not broadcastable") from None
     return tuple(t if tuple(t.shape) == shape else expand(t, *shape) for t in tensors)
+
+
+def broadcast_shapes(*shapes):
+    """The shape that tensors of ``shapes`` broadcast to (ints count as 1-D shapes).
+
+    >>> dg.broadcast_shapes((2, 1), (3,))
+    dyngraph.Size([2, 3])
+    """
+    from ..size import Size  # noqa: PLC0415
+
+    try:
+        return Size(np.broadcast_shapes(*((s,) if isinstance(s, int) else tuple(s) for s in shapes)))
+    except ValueError:
+        raise RuntimeError(f"broadcast_shapes: shapes {[tuple(s) if not isinstance(s, int) else s for s in shapes]} "
+                           "are not broadcastable") from None
 
 
 def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):  # noqa: A002

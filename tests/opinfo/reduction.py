@@ -284,6 +284,13 @@ OPS = [
         Sample((randn(rng, (3, 2), dt), randn(rng, (2, 2), dt)), {"p": 3.0}, desc="p3"),
         Sample((randn(rng, (2, 2), dt), randn(rng, (3, 2), dt)), {"p": float("inf")}, desc="pinf")],
            gradgrad=False),  # PyTorch has no double backward for cdist ("_cdist_backward")
+    OpInfo("cov", lambda m, x, *w, **kw: m.cov(x, **kw), lambda rng, dt: [
+        Sample((randn(rng, (3, 5), dt),)), Sample((randn(rng, (4,), dt),), desc="1d"),
+        Sample((randn(rng, (2, 4), dt),), {"correction": 0}, desc="biased"),
+        Sample((randn(rng, (2, 4), dt),), {"fweights": np.array([1, 2, 1, 3]),
+                                            "aweights": np.array([0.5, 1.0, 0.2, 0.7], dt)}, desc="weights")],
+           grad_argnums=(0,)),
+    OpInfo("corrcoef", lambda m, x: m.corrcoef(x), lambda rng, dt: [Sample((randn(rng, (3, 5), dt),))]),
     OpInfo("sum_to_size", lambda m, x: x.sum_to_size(3, 1) * 2.0,
            lambda rng, dt: [Sample((randn(rng, (2, 3, 4), dt),))]),
     OpInfo("nansum", _kw_call("nansum"), _nan_samples),
