@@ -32,7 +32,7 @@ __all__ = [
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
     "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit", "arcsin", "arccos", "arctan",
-    "arctan2",
+    "arctan2", "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
 ]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -277,6 +277,24 @@ cosh_p = Primitive("cosh", np.cosh, promote="float", save_inputs=True)
 
 
 cosh_p.defvjp(lambda g, out, x: g * sinh_p(x))
+
+
+asinh_p = Primitive("asinh", np.arcsinh, promote="float", save_inputs=True)
+
+
+asinh_p.defvjp(lambda g, out, x: g * rsqrt_p(x * x + 1.0))
+
+
+acosh_p = Primitive("acosh", np.arccosh, promote="float", save_inputs=True)
+
+
+acosh_p.defvjp(lambda g, out, x: g * rsqrt_p(x * x - 1.0))
+
+
+atanh_p = Primitive("atanh", np.arctanh, promote="float", save_inputs=True)
+
+
+atanh_p.defvjp(lambda g, out, x: g / (1.0 - x * x))
 
 
 tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True)
@@ -727,6 +745,8 @@ sin, cos, tan = _un(sin_p), _un(cos_p), _un(tan_p)
 asin, acos, atan = _un(asin_p), _un(acos_p), _un(atan_p)
 arcsin, arccos, arctan = asin, acos, atan
 sinh, cosh, tanh = _un(sinh_p), _un(cosh_p), _un(tanh_p)
+asinh, acosh, atanh = _un(asinh_p), _un(acosh_p), _un(atanh_p)
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
 sigmoid = _un(sigmoid_p)
 erf, erfc = _un(erf_p), _un(erfc_p)
 floor, ceil, trunc = _un(floor_p), _un(ceil_p), _un(trunc_p)
@@ -1014,10 +1034,11 @@ def logit(input, eps=None):  # noqa: A002
     return sub(log(p), log1p(neg(p)))
 
 
-arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # NumPy-style names, as torch has
+arctan2 = atan2  # NumPy-style name, as torch has
 
 _INPLACE_FORMS = (
     "absolute", "acos", "arccos", "asin", "arcsin", "atan", "arctan", "arctan2", "cosh", "sinh",
+    "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
     "tan", "erf", "erfc", "exp2", "expm1", "log10", "log1p", "log2", "logit", "rsqrt", "sinc",
     "sgn", "negative", "fix", "frac", "deg2rad", "rad2deg", "nan_to_num", "hypot", "xlogy",
     "eq", "ne", "not_equal", "lt", "le", "gt", "ge", "less", "less_equal", "greater",
@@ -1051,6 +1072,8 @@ def _install_composites() -> None:
         return method
 
     install({name + "_": inplace_of(name) for name in _INPLACE_FORMS})
+    install({"asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
+             "arccosh": acosh, "arctanh": atanh})
     install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
              "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),
