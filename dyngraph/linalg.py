@@ -22,7 +22,7 @@ __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
     "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
     "eigvalsh", "svd", "svdvals", "pinv",
-    "lstsq",
+    "lstsq", "cross",
 ]
 
 vector_norm = _red.vector_norm
@@ -39,6 +39,7 @@ svd = _lin.linalg_svd
 svdvals = _lin.svdvals
 pinv = _lin.pinv
 lstsq = _lin.lstsq
+cross = _lin.linalg_cross
 _INF = float("inf")
 
 

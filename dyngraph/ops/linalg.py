@@ -20,7 +20,7 @@ __all__ = [
     "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diag_embed", "trace",
     "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky", "qr", "svd",
-    "pinverse",
+    "pinverse", "cross",
 ]
 
 
@@ -1094,3 +1094,35 @@ install({"tril_": _tri_inplace(tril, "tril_"), "triu_": _tri_inplace(triu, "triu
 
 
 install({"svd": svd, "pinverse": pinverse})
+
+
+def linalg_cross(input, other, *, dim: int = -1):  # noqa: A002
+    """Cross product of 3-vectors along ``dim`` (broadcast); ``dg.linalg.cross``.
+
+    >>> dg.linalg.cross(dg.tensor([1., 0., 0.]), dg.tensor([0., 1., 0.]))
+    tensor([0., 0., 1.])
+    """
+    a, b = _tensor(input, "linalg.cross"), _tensor(other, "linalg.cross")
+    if a.ndim != b.ndim:
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        a, b = a.expand(*shape), b.expand(*shape)
+    d = _wrap_dim(dim, a.ndim, "linalg.cross")
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+    # (a x b)_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1}: cyclic shifts along dim
+    return (_shape.roll(a, -1, d) * _shape.roll(b, -2, d)
+            - _shape.roll(a, -2, d) * _shape.roll(b, -1, d))
+
+
+def cross(input, other, dim=None):  # noqa: A002
+    """``torch.cross``: like :func:`linalg_cross`, but without ``dim`` it uses the first
+    dimension of size 3 (PyTorch's older default)."""
+    if dim is None:
+        a = _tensor(input, "cross")
+        sizes = np.broadcast_shapes(tuple(a.shape), tuple(_tensor(other, "cross").shape))
+        dim = next((i for i, n in enumerate(sizes) if n == 3), -1)
+    return linalg_cross(input, other, dim=dim)
+
+
+install({"cross": cross})

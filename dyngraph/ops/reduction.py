@@ -24,7 +24,7 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
-    "dist", "cdist", "cov", "corrcoef",
+    "dist", "cdist", "cov", "corrcoef", "logcumsumexp",
 ]
 
 
@@ -1064,6 +1064,17 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):  # noqa: A
     xm = obs - avg
     c = ((xm * w) if w is not None else xm) @ xm.mT / norm
     return c.reshape(()) if x.ndim < 2 else c
+
+
+def logcumsumexp(input, dim: int):  # noqa: A002
+    """``log(cumsum(exp(input), dim))`` computed stably (shifted by the maximum along
+    ``dim``, which cancels in the value and in the gradient)."""
+    x = as_tensor_arg(input, "logcumsumexp")
+    if x.ndim == 0:
+        return x.clone()
+    m = amax(x.detach(), dim, keepdim=True)
+    m = _ew.where(_ew.isfinite(m), m, 0.0)
+    return _ew.log(cumsum(_ew.exp(x - m), dim)) + m
 
 
 def corrcoef(input):  # noqa: A002

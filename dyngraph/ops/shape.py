@@ -33,7 +33,7 @@ __all__ = [
     "tensor_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll", "tile",
     "repeat_interleave", "pad", "clone", "movedim", "moveaxis", "narrow", "select", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_tensors", "diff",
-    "broadcast_shapes",
+    "broadcast_shapes", "block_diag", "rot90", "cartesian_prod", "combinations",
 ]
 
 
@@ -1110,3 +1110,72 @@ def _unfold_method(self, dimension: int, size: int, step: int):
 
 
 install({"unfold": _unfold_method, "diff": diff})
+
+
+def block_diag(*tensors):
+    """A block-diagonal matrix of the given tensors (0-d -> 1x1, 1-D -> one row).
+
+    >>> dg.block_diag(dg.ones(1, 2), dg.tensor(3.))
+    tensor([[1., 1., 0.],
+            [0., 0., 3.]])
+    """
+    mats = [t.reshape(1, 1) if t.ndim == 0 else t.reshape(1, -1) if t.ndim == 1 else t for t in tensors]
+    if any(m.ndim != 2 for m in mats):
+        raise RuntimeError("torch.block_diag: Input tensors must have 2 or fewer dimensions. Got shapes "
+                           + ", ".join(str(list(t.shape)) for t in tensors))
+    if not mats:
+        from ..creation import zeros  # noqa: PLC0415
+
+        return zeros(1, 0)
+    width = sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        rows.append(pad(m, (left, width - left - m.shape[1])))
+        left += m.shape[1]
+    return cat(rows, 0)   # cat promotes mixed dtypes
+
+
+def rot90(input, k: int = 1, dims=(0, 1)):  # noqa: A002
+    """Rotate by 90 degrees ``k`` times in the plane ``dims`` (from the first axis
+    towards the second), as ``numpy.rot90``."""
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = (_wrap_dim(d, input.ndim, "rot90") for d in dims)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, [d1]), d0, d1)
+    if k == 2:
+        return flip(input, [d0, d1])
+    if k == 3:
+        return flip(transpose(input, d0, d1), [d1])
+    return input.clone()
+
+
+def cartesian_prod(*tensors):
+    """All combinations of one element from each 1-D tensor, as rows (like
+    ``itertools.product``); a single tensor is returned as is."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([reshape(g, -1) for g in grids], 1)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False):  # noqa: A002
+    """Length-``r`` combinations of the elements of a 1-D tensor, as rows (like
+    ``itertools.combinations`` / ``combinations_with_replacement``)."""
+    import itertools  # noqa: PLC0415
+
+    from ..creation import from_numpy  # noqa: PLC0415
+    from .indexing import index_select  # noqa: PLC0415
+
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(make(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    if idx.shape[0] == 0:
+        return reshape(index_select(input, 0, from_numpy(idx.reshape(-1))), 0, r)
+    return reshape(index_select(input, 0, from_numpy(idx.reshape(-1))), idx.shape[0], r)

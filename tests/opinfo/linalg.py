@@ -276,6 +276,11 @@ OPS = [
                             Sample((randn(rng, (2, 4, 2), dt), randn(rng, (2, 4, 1), dt)), desc="batched"),
                             Sample((randn(rng, (2, 3), dt), randn(rng, (2, 2), dt)), desc="wide_min_norm")],
            rtol=1e-4, atol=1e-5),
+    OpInfo("linalg_cross", lambda m, a, b, **kw: m.linalg.cross(a, b, **kw), lambda rng, dt: [
+        Sample((randn(rng, (2, 3), dt), randn(rng, (1, 3), dt))),
+        Sample((randn(rng, (3, 2), dt), randn(rng, (3, 2), dt)), {"dim": 0}, desc="dim0")]),
+    OpInfo("cross", lambda m, a, b: m.cross(a, b, dim=1), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt), randn(rng, (4, 3), dt)))]),
     OpInfo("pinverse", lambda m, x: m.pinverse(x), lambda rng, dt: [Sample((randn(rng, (3, 2), dt),))],
            rtol=1e-4, atol=1e-5),
     OpInfo("linalg_qr_modes", lambda m, x, mode: tuple(m.linalg.qr(x, mode=mode)), lambda rng, dt: [

@@ -290,6 +290,8 @@ OPS = [
         Sample((randn(rng, (2, 4), dt),), {"fweights": np.array([1, 2, 1, 3]),
                                             "aweights": np.array([0.5, 1.0, 0.2, 0.7], dt)}, desc="weights")],
            grad_argnums=(0,)),
+    OpInfo("logcumsumexp", lambda m, x, d: m.logcumsumexp(x, d), lambda rng, dt: [
+        Sample((randn(rng, (3, 4), dt, -5.0, 5.0), 1)), Sample((randn(rng, (4, 2), dt), 0), desc="dim0")]),
     OpInfo("corrcoef", lambda m, x: m.corrcoef(x), lambda rng, dt: [Sample((randn(rng, (3, 5), dt),))]),
     OpInfo("sum_to_size", lambda m, x: x.sum_to_size(3, 1) * 2.0,
            lambda rng, dt: [Sample((randn(rng, (2, 3, 4), dt),))]),

@@ -127,5 +127,11 @@ OPS = [
               ([(5, 2)], {"dimension": 0, "size": 2, "step": 1}, "overlap"),
               ([(2, 3, 4)], {"dimension": -1, "size": 4, "step": 4}, "whole"),
               ([(4, 3)], {"dimension": 0, "size": 2, "step": 1}, "noncontig", _nc))),
+    OpInfo("block_diag", lambda m, a, b, c: m.block_diag(a, b, c), _s(([(2, 3), (2,), ()], {}, ""))),
+    OpInfo("rot90", lambda m, x, **kw: m.rot90(x, **kw),
+           _s(([(2, 3)], {}, ""), ([(2, 3, 4)], {"k": 3, "dims": (2, 0)}, "k3"),
+              ([(2, 3)], {"k": -2}, "neg"), ([(3, 2)], {"k": 4}, "k4"))),
+    OpInfo("cartesian_prod", lambda m, a, b: m.cartesian_prod(a, b), _s(([(2,), (3,)], {}, ""))),
+    OpInfo("combinations", lambda m, x, **kw: m.combinations(x, **kw),
+           _s(([(4,)], {}, ""), ([(3,)], {"r": 3, "with_replacement": True}, "replacement"))),
 ]
-
