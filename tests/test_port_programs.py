@@ -470,3 +470,31 @@ def test_toplevel_aliases_and_switches_match_torch():
         dyngraph.set_float32_matmul_precision("low")
     assert str(dyngraph.get_default_device()) == "cpu"
     dyngraph.set_default_device("cpu")
+
+
+@pytest.mark.parametrize("kw", [{}, {"p": 2}, {"margin": 0.5, "reduction": "sum"}, {"weight": True},
+                                {"weight": True, "p": 2, "reduction": "none"}])
+def test_multi_margin_loss_matches_torch(kw):
+    rng = np.random.default_rng(0)
+    x, y, w = rng.standard_normal((4, 5)), np.array([0, 3, 4, 1]), rng.uniform(0.5, 2.0, 5)
+    results = []
+    for lib in (torch, dyngraph):
+        k = {a: (lib.tensor(w) if a == "weight" else b) for a, b in kw.items()}
+        xt = lib.tensor(x, requires_grad=True)
+        loss = lib.nn.functional.multi_margin_loss(xt, lib.tensor(y), **k)
+        loss.sum().backward()
+        module = lib.nn.MultiMarginLoss(**k)(lib.tensor(x), lib.tensor(y))
+        single = lib.nn.functional.multi_margin_loss(lib.tensor(x[0]), lib.tensor(y[0]))
+        results.append([loss.detach().numpy(), xt.grad.numpy(), module.numpy(), single.numpy()])
+    for t, d in zip(*results, strict=True):
+        np.testing.assert_allclose(d, t, rtol=1e-12)
+
+
+def test_channel_shuffle_matches_torch():
+    x = np.arange(2 * 6 * 2 * 2.0).reshape(2, 6, 2, 2)
+    for g in (2, 3):
+        np.testing.assert_array_equal(dyngraph.nn.ChannelShuffle(g)(dyngraph.tensor(x)).numpy(),
+                                      torch.nn.ChannelShuffle(g)(torch.tensor(x)).numpy())
+    assert repr(dyngraph.nn.ChannelShuffle(2)) == repr(torch.nn.ChannelShuffle(2))
+    with pytest.raises(RuntimeError, match="ChannelShuffle"):
+        dyngraph.nn.ChannelShuffle(4)(dyngraph.tensor(x))

@@ -26,7 +26,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
     "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
     "poisson_nll_loss", "gaussian_nll_loss", "triplet_margin_loss",
-    "multilabel_soft_margin_loss",
+    "multilabel_soft_margin_loss", "multi_margin_loss",
 ]
 
 
@@ -305,6 +305,41 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     z = -target * input
     loss = E.log1p(E.exp(-E.abs(z))) + E.relu(z)
     return _reduce(loss, reduction, "soft_margin_loss")
+
+
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None,  # noqa: A002
+                      size_average=None, reduce=None, reduction: str = "mean"):
+    """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C`` per
+    sample (times ``weight[y]`` when given), for ``input`` (N, C) or (C,).
+
+    >>> F.multi_margin_loss(dg.tensor([[0.1, 0.2, 0.4, 0.8]]), dg.tensor([3]))
+    tensor(0.3250)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got p={p}")
+    x = _t(input, "multi_margin_loss")
+    _require_float(x, "multi_margin_loss")
+    squeeze = x.ndim <= 1
+    x2 = x.reshape(1, -1) if squeeze else x
+    y = _t(target, "multi_margin_loss").reshape(-1)
+    if x2.ndim != 2 or y.shape[0] != x2.shape[0]:
+        raise ValueError(f"multi_margin_loss: expected input (N, C) and target (N,), got shapes "
+                         f"{list(x.shape)} and {list(_t(target, 'multi_margin_loss').shape)}")
+    from ..ops.indexing import gather, one_hot  # noqa: PLC0415
+
+    c = x2.shape[1]
+    x_y = gather(x2, 1, y.unsqueeze(1))
+    z = E.clamp(margin - x_y + x2, min=0.0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * _t(weight, "multi_margin_loss").to(x2.dtype)[y].unsqueeze(1)
+    not_target = 1.0 - one_hot(y, c).to(x2.dtype)
+    loss = _sum(z * not_target, 1) / c
+    if squeeze:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction, "multi_margin_loss")
 
 
 def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,  # noqa: A002

@@ -1,4 +1,4 @@
-"""Flatten and Unflatten layers."""
+"""Shape layers: Flatten, Unflatten, ChannelShuffle."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from ..ops.shape import reshape
 from ..tensor import _wrap_dim
 from .module import Module
 
-__all__ = ["Flatten", "Unflatten"]
+__all__ = ["Flatten", "Unflatten", "ChannelShuffle"]
 
 
 class Flatten(Module):
@@ -51,3 +51,25 @@ class Unflatten(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class ChannelShuffle(Module):
+    """Split the channels (dim 1) into ``groups`` and interleave them (ShuffleNet):
+    ``(N, g*k, ...) -> view (N, g, k, ...) -> transpose(1, 2) -> (N, k*g, ...)``."""
+
+    def __init__(self, groups: int):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):  # noqa: A002
+        shape = tuple(input.shape)
+        if len(shape) < 3 or shape[1] % self.groups:
+            raise RuntimeError(
+                f"ChannelShuffle: expected an input of at least 3 dims whose channels ({shape[1] if len(shape) > 1 else '?'}) "
+                f"are divisible by groups={self.groups}, got shape {list(shape)}")
+        g = self.groups
+        x = reshape(input, shape[0], g, shape[1] // g, *shape[2:])
+        return reshape(x.transpose(1, 2), *shape)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
