@@ -14,7 +14,7 @@ from __future__ import annotations
 from .backend import cuda_available, get_cupy
 from .random import manual_seed as _manual_seed
 
-__all__ = ["is_available", "device_count", "current_device", "manual_seed", "manual_seed_all",
+__all__ = ["amp", "is_available", "device_count", "current_device", "manual_seed", "manual_seed_all",
            "synchronize", "empty_cache"]
 
 
@@ -59,3 +59,22 @@ def empty_cache() -> None:
     cp = get_cupy()
     if cp is not None:
         cp.get_default_memory_pool().free_all_blocks()
+
+
+class _CudaAmp:
+    """``torch.cuda.amp.autocast`` / ``GradScaler`` (the older spellings of ``dg.amp``)."""
+
+    @staticmethod
+    def autocast(enabled: bool = True, dtype=None, cache_enabled: bool | None = None):
+        from .amp import autocast  # noqa: PLC0415
+
+        return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(*args, **kwargs):  # noqa: N802  (PyTorch's name)
+        from .amp import GradScaler  # noqa: PLC0415
+
+        return GradScaler("cuda", *args, **kwargs)
+
+
+amp = _CudaAmp()

@@ -64,6 +64,7 @@ def _compare(a, b, rtol: float, atol: float, where: str) -> None:
 
 # PyTorch's own advice warnings (nested tensors, mixed mask types) are about the reference run.
 @pytest.mark.filterwarnings("ignore::UserWarning:torch.nn.modules")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # p39's deliberate inf step
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[n], strict=True)) if n in XFAIL else n
     for n in PROGRAMS])
@@ -498,3 +499,34 @@ def test_channel_shuffle_matches_torch():
     assert repr(dyngraph.nn.ChannelShuffle(2)) == repr(torch.nn.ChannelShuffle(2))
     with pytest.raises(RuntimeError, match="ChannelShuffle"):
         dyngraph.nn.ChannelShuffle(4)(dyngraph.tensor(x))
+
+
+def test_amp_entry_points_without_cuda():
+    if dyngraph.cuda.is_available():
+        pytest.skip("checks the CPU-only behaviour")
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        scaler = dyngraph.cuda.amp.GradScaler()
+    assert not scaler.is_enabled() and scaler.get_scale() == 1.0 and scaler.state_dict() == {}
+    p = dyngraph.nn.Parameter(dyngraph.ones(2))
+    opt = dyngraph.optim.SGD([p], lr=0.5)
+    loss = (p * 3).sum()
+    assert scaler.scale(loss) is loss
+    loss.backward()
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_allclose(p.detach().numpy(), [-0.5, -0.5])
+    with dyngraph.autocast(device_type="cpu", enabled=False):
+        assert (dyngraph.ones(2) * 2).dtype == dyngraph.float32
+
+    @dyngraph.autocast("cpu", enabled=False)
+    def f(x):
+        return x + 1
+
+    assert f(dyngraph.ones(1)).item() == 2.0
+    cpu = dyngraph.amp.GradScaler("cpu", init_scale=8.0)
+    with pytest.raises(RuntimeError, match="unscale_"):
+        q = dyngraph.nn.Parameter(dyngraph.ones(1))
+        o = dyngraph.optim.SGD([q], lr=0.1)
+        cpu.scale(q.sum()).backward()
+        cpu.unscale_(o)
+        cpu.unscale_(o)
