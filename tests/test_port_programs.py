@@ -530,3 +530,25 @@ def test_amp_entry_points_without_cuda():
         cpu.scale(q.sum()).backward()
         cpu.unscale_(o)
         cpu.unscale_(o)
+
+
+def test_view_methods_in_place_match_torch():
+    shapes = []
+    for lib in (torch, dyngraph):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert x.unsqueeze_(0) is x
+        got = [tuple(x.shape)]
+        x.squeeze_(0)
+        x.t_()
+        got.append(tuple(x.shape))
+        x.transpose_(0, 1).swapaxes_(0, 1)
+        got.append((tuple(x.shape), x.tolist()))
+        a = lib.ones(2, 3, requires_grad=True)
+        b = a * 2
+        b.unsqueeze_(1)
+        (b * lib.arange(6.0).reshape(2, 1, 3)).sum().backward()
+        got.append((tuple(b.shape), a.grad.tolist()))
+        with pytest.raises(RuntimeError):
+            lib.ones(2, requires_grad=True).unsqueeze_(0)
+        shapes.append(got)
+    assert shapes[0] == shapes[1]

@@ -1179,3 +1179,30 @@ def combinations(input, r: int = 2, with_replacement: bool = False):  # noqa: A0
     if idx.shape[0] == 0:
         return reshape(index_select(input, 0, from_numpy(idx.reshape(-1))), 0, r)
     return reshape(index_select(input, 0, from_numpy(idx.reshape(-1))), idx.shape[0], r)
+
+
+def _view_inplace(fn, name):
+    """``x.unsqueeze_(0)`` and friends: ``x`` itself takes the new shape (a view of the
+    same memory) and, inside a graph, the view's node; the version counter is bumped."""
+    def method(self, *args, **kwargs):
+        from ..autograd.grad_mode import STATE  # noqa: PLC0415
+        from .inplace import _check_target, bump_version  # noqa: PLC0415
+
+        _check_target(self, name)
+        res = fn(self, *args, **kwargs)
+        self._data = res._data
+        if res._rg and STATE.grad_enabled:
+            self._fn, self._nr, self._rg = res._fn, res._nr, True
+        bump_version(self)
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place ``{fn.__name__}``: this tensor takes the new shape."
+    return method
+
+
+install({"unsqueeze_": _view_inplace(unsqueeze, "unsqueeze_"),
+         "squeeze_": _view_inplace(squeeze, "squeeze_"),
+         "t_": _view_inplace(t, "t_"), "transpose_": _view_inplace(transpose, "transpose_"),
+         "swapaxes_": _view_inplace(transpose, "swapaxes_"),
+         "swapdims_": _view_inplace(transpose, "swapdims_")})
