@@ -32,7 +32,7 @@ __all__ = [
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
     "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit", "arcsin", "arccos", "arctan",
-    "arctan2", "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
+    "arctan2", "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "heaviside",
 ]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -1036,6 +1036,15 @@ def logit(input, eps=None):  # noqa: A002
 
 arctan2 = atan2  # NumPy-style name, as torch has
 
+heaviside_p = Primitive("heaviside", np.heaviside, promote="same", differentiable=False)
+
+
+def heaviside(input, values):  # noqa: A002
+    """Step function: 0 where ``input < 0``, ``values`` where ``input == 0``, 1 where
+    ``input > 0`` (not differentiable, as in PyTorch)."""
+    return bind(heaviside_p, (input, operand(values)))
+
+
 _INPLACE_FORMS = (
     "absolute", "acos", "arccos", "asin", "arcsin", "atan", "arctan", "arctan2", "cosh", "sinh",
     "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
@@ -1072,7 +1081,7 @@ def _install_composites() -> None:
         return method
 
     install({name + "_": inplace_of(name) for name in _INPLACE_FORMS})
-    install({"asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
+    install({"heaviside": heaviside, "asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
              "arccosh": acosh, "arctanh": atanh})
     install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),

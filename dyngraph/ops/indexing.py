@@ -52,7 +52,7 @@ __all__ = [
     "index_add", "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter",
     "take", "take_along_dim", "nonzero", "argwhere", "topk", "sort", "argsort", "msort",
     "kthvalue", "unique", "searchsorted", "bucketize", "one_hot", "isin", "bincount",
-    "quantile",
+    "quantile", "histc", "unique_consecutive",
 ]
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
@@ -1492,3 +1492,70 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
 
 
 install({"quantile": quantile})
+
+
+@primitive("histc", differentiable=False)
+def histc_p(x, bins=100, min=0.0, max=0.0):  # noqa: A002
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(x.min()), float(x.max())
+    if lo == hi:
+        lo, hi = lo - 1.0, hi + 1.0
+    counts, _ = np.histogram(x, bins=bins, range=(lo, hi))
+    return counts.astype(x.dtype)
+
+
+def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
+    """Histogram with ``bins`` equal-width bins over [min, max] (the data's range when
+    ``min == max``); values outside are ignored.
+
+    >>> dg.histc(dg.tensor([1., 2., 1.]), bins=4, min=0, max=3)
+    tensor([0., 2., 1., 0.])
+    """
+    x = as_tensor_arg(input, "histc")
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"histc: expected a floating point tensor, got {x.dtype}")
+    if bins <= 0:
+        raise RuntimeError(f"histc: bins must be > 0, got {bins}")
+    if max < min:
+        raise RuntimeError(f"histc: max must be larger than min, got min={min} max={max}")
+    return bind(histc_p, (x,), {"bins": int(bins), "min": float(min), "max": float(max)})
+
+
+@primitive("unique_consecutive", n_outputs=3, differentiable=False)
+def unique_consecutive_p(x, dim=None):
+    if dim is None:
+        flat = x.reshape(-1)
+        change = np.ones(flat.shape[0], dtype=bool)
+        change[1:] = flat[1:] != flat[:-1]
+        values = flat[change]
+        inverse = (np.cumsum(change) - 1).reshape(x.shape)
+    else:
+        moved = np.moveaxis(x, dim, 0)
+        rows = moved.reshape(moved.shape[0], -1)
+        change = np.ones(rows.shape[0], dtype=bool)
+        change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+        values = np.moveaxis(moved[change], 0, dim)
+        inverse = np.cumsum(change) - 1
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, change.shape[0]))
+    return values, inverse.astype(np.int64), counts.astype(np.int64)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):  # noqa: A002
+    """Collapse runs of equal consecutive elements (or slices along ``dim``), like
+    ``itertools.groupby``; optionally the run index of each input element and run lengths.
+
+    >>> dg.unique_consecutive(dg.tensor([1, 1, 2, 2, 3, 1]))
+    tensor([1, 2, 3, 1])
+    """
+    x = as_tensor_arg(input, "unique_consecutive")
+    d = None if dim is None else _wrap_dim(dim, x.ndim, "unique_consecutive")
+    values, inverse, counts = bind(unique_consecutive_p, (x,), {"dim": d})
+    if not return_inverse and not return_counts:
+        return values
+    out = (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return out
+
+
+install({"histc": histc, "unique_consecutive": unique_consecutive})

@@ -226,4 +226,17 @@ OPS = [
            _one(lambda r, d: Sample((r.permutation(10).reshape(2, 5).astype(d) * 0.5,
                                      np.array([0.1, 0.5, 0.95], d)))),
            grad_argnums=(0,)),
+    OpInfo("histc", lambda m, x, **kw: m.histc(x, **kw),
+           _one(lambda r, d: Sample((np.array([1.0, 2.0, 1.0, 4.0, 5.0, -1.0], d),), {"bins": 4, "min": 0, "max": 3}),
+                lambda r, d: Sample((r.standard_normal(20).astype(d),), {"bins": 5}, desc="data_range"),
+                lambda r, d: Sample((np.array([2.0, 2.0], d),), {"bins": 3}, desc="constant")),
+           grad=False),
+    OpInfo("unique_consecutive", lambda m, x, **kw: m.unique_consecutive(x, **kw),
+           _one(lambda r, d: Sample((np.array([1, 1, 2, 2, 3, 1, 1, 2], d),),
+                                    {"return_inverse": True, "return_counts": True}),
+                lambda r, d: Sample((np.array([[1, 1], [1, 1], [2, 3]], d),), {"dim": 0}, desc="dim0"),
+                lambda r, d: Sample((np.array([[1, 1, 2], [1, 1, 3]], d),), {"dim": 1, "return_counts": True},
+                                    desc="dim1_counts")),
+           grad=False),
 ]
+
