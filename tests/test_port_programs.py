@@ -65,6 +65,7 @@ def _compare(a, b, rtol: float, atol: float, where: str) -> None:
 # PyTorch's own advice warnings (nested tensors, mixed mask types) are about the reference run.
 @pytest.mark.filterwarnings("ignore::UserWarning:torch.nn.modules")
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # p39's deliberate inf step
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:torch")  # importing torch.func
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[n], strict=True)) if n in XFAIL else n
     for n in PROGRAMS])
@@ -552,3 +553,24 @@ def test_view_methods_in_place_match_torch():
             lib.ones(2, requires_grad=True).unsqueeze_(0)
         shapes.append(got)
     assert shapes[0] == shapes[1]
+
+
+def test_func_transforms_edges():
+    fn = dyngraph.func
+    lin = dyngraph.nn.Linear(2, 1)
+    w0 = lin.weight
+    out = fn.functional_call(lin, {"weight": dyngraph.ones(1, 2), "bias": dyngraph.zeros(1)},
+                             (dyngraph.tensor([[1.0, 2.0]]),))
+    assert out.item() == 3.0 and lin.weight is w0          # originals restored
+    with pytest.raises(RuntimeError, match="missing keys"):
+        fn.functional_call(lin, {"weight": dyngraph.ones(1, 2)}, (dyngraph.ones(1, 2),), strict=True)
+    with pytest.raises(AttributeError, match="no parameter or buffer"):
+        fn.functional_call(lin, {"nope": dyngraph.ones(1)}, (dyngraph.ones(1, 2),))
+    with pytest.raises(RuntimeError, match="single-element"):
+        fn.grad(lambda x: x * 2)(dyngraph.ones(3))
+    with pytest.raises(ValueError, match="same size"):
+        fn.vmap(lambda a, b: a + b)(dyngraph.ones(2, 3), dyngraph.ones(3, 3))
+    g = fn.grad(lambda x, y: (x * y).sum(), argnums=(0, 1))(dyngraph.tensor([1.0, 2.0]), dyngraph.tensor([3.0, 4.0]))
+    assert [t.tolist() for t in g] == [[3.0, 4.0], [1.0, 2.0]]
+    res = fn.vmap(lambda a: (a.sum(), a * 2), out_dims=0)(dyngraph.arange(6.0).reshape(2, 3))
+    assert res[0].tolist() == [3.0, 12.0] and tuple(res[1].shape) == (2, 3)
