@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .autograd import grad as _autograd_grad
 from .autograd.grad_mode import enable_grad
@@ -162,7 +163,7 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
         n = sizes.pop()
         results = []
         for b in range(n):
-            call = [a if d is None else _tree_map(lambda t, d=d: t.select(d, b), a)
+            call = [a if d is None else _tree_map(lambda t, d=d, b=b: t.select(d, b), a)
                     for a, d in zip(args, dims, strict=True)]
             results.append(func(*call, **kwargs))
         first = results[0]
