@@ -77,3 +77,4 @@ from . import special  # noqa: E402,F401
 from .creation import is_complex, is_floating_point, is_nonzero, matrix_power  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
+from .func import vmap  # noqa: E402,F401
