@@ -36,7 +36,10 @@ def _float_formatter(a: np.ndarray):
     integral = bool(np.all(finite == np.round(finite)))
     sci = _OPTIONS["sci_mode"]
     if sci is None:
-        sci = amax >= 1e8 or (amin > 0 and (amin < 1e-4 or amax / amin > 1000.0)) and not integral
+        # PyTorch's rule: a range over 1000x or values over 1e8 (and, for non-integral
+        # values, anything under 1e-4) switch to scientific notation
+        sci = amax > 1e8 or (amin > 0 and amax / amin > 1000.0) or \
+            (not integral and 0 < amin < 1e-4)
     if integral and not sci:
         width = max(len(f"{int(v)}") for v in finite.flat) + 1
         return lambda v: _special(v) or f"{v:.0f}.".rjust(width)

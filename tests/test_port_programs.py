@@ -28,9 +28,6 @@ XFAIL: dict[str, str] = {
                         "training-stack engineer)",
     "p30_more_optimizers": "missing in dyngraph/optim/ (training-stack engineer): optim.RAdam, "
                            "optim.Rprop, optim.ASGD, lr_scheduler.PolynomialLR, CyclicLR, ChainedScheduler",
-    "p23_custom_optimizer": "dg.optim.Optimizer.state is a plain dict (dyngraph/optim/optimizer.py "
-                            "lines 69 and 215); PyTorch's is collections.defaultdict(dict), so "
-                            "`state = self.state[p]` in a custom optimizer's first step raises KeyError",
 }
 
 
@@ -388,8 +385,6 @@ def test_weight_norm_linear_matches_torch(dim):
         dyngraph.nn.utils.weight_norm(dyngraph.nn.utils.weight_norm(dyngraph.nn.Linear(2, 2)))
 
 
-@pytest.mark.xfail(strict=True, reason="dyngraph/nn/conv.py forward reads self._parameters['weight'] "
-                   "directly (lines ~94/154/197), so a weight_norm'd conv finds no 'weight' parameter")
 def test_weight_norm_conv_matches_torch():
     x = np.random.default_rng(0).standard_normal((1, 2, 5))
     sd, yd, _ = _weight_norm_run(dyngraph, 0, x, lambda lib: lib.nn.Conv1d(2, 3, 3))

@@ -25,7 +25,8 @@ def default_collate(batch: list):
 
     * tensors and NumPy arrays → one tensor with a new first dimension;
     * Python ints → int64 tensor, floats → float64 tensor, bools → bool tensor;
-    * strings and bytes → left as a list;
+    * strings and bytes → left as they are: the list of the batch, or a tuple for a column
+      of tuple/list samples (as in PyTorch);
     * dicts → a dict of batches; tuples/lists → batches per position; namedtuples keep their type.
 
     >>> dg.data.default_collate([(dg.ones(2), 0), (dg.zeros(2), 1)])
@@ -67,12 +68,13 @@ def default_collate(batch: list):
         except TypeError:
             return {key: default_collate([d[key] for d in batch]) for key in elem}
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):       # namedtuple
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch, strict=True)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch, strict=True)))
     if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
         if any(len(b) != size for b in batch):
             raise RuntimeError("default_collate: each element in list of batch should be of equal size")
-        columns = [default_collate(list(s)) for s in zip(*batch, strict=True)]
+        # columns are passed on as tuples, as PyTorch does (so strings come back as tuples)
+        columns = [default_collate(s) for s in zip(*batch, strict=True)]
         if isinstance(elem, tuple):
             return columns
         try:

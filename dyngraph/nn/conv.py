@@ -91,7 +91,7 @@ class _ConvNd(Module):
 
     def _check(self, x: Tensor) -> None:
         check_spatial_input(self, x, self._nd, self.in_channels)
-        w = self._parameters["weight"]
+        w = self.weight
         if x._data.dtype != w._data.dtype:
             raise RuntimeError(
                 f"{type(self).__name__}: input dtype {str(x.dtype).replace('dyngraph.', '')} does not "
@@ -151,7 +151,7 @@ class _Conv(_ConvNd):
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         self._check(input)
-        return self._conv_forward(input, self._parameters["weight"], self._parameters["bias"])
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv1d(_Conv):
@@ -194,7 +194,7 @@ class _ConvTranspose(_ConvNd):
         self._check(input)
         return C._conv_transpose_nd(
             type(self).__name__.replace("ConvTranspose", "conv_transpose").lower(), self._nd, input,
-            self._parameters["weight"], self._parameters["bias"], self.stride, self.padding,
+            self.weight, self.bias, self.stride, self.padding,
             self.output_padding, self.groups, self.dilation, output_size)
 
 

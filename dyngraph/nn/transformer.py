@@ -32,6 +32,11 @@ __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 
 
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A plain ``Linear`` under the name PyTorch gives attention's output projection
+    (so ``repr(model)`` matches PyTorch's)."""
+
 class MultiheadAttention(Module):
     """Multi-head attention (PyTorch's ``nn.MultiheadAttention``).
 
@@ -72,7 +77,8 @@ class MultiheadAttention(Module):
             self.in_proj_bias = new_param((3 * embed_dim,), device, dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, device=device,
+                                                        dtype=dtype)
         if add_bias_kv:
             self.bias_k = new_param((1, 1, embed_dim), device, dtype)
             self.bias_v = new_param((1, 1, embed_dim), device, dtype)

@@ -17,6 +17,8 @@ Parameters are numbered in the order they appear across the groups.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -66,7 +68,8 @@ class Optimizer:
             raise NotImplementedError(f"{name}: fused=True is not supported (there is no fused CPU kernel); "
                                       "use foreach=True for fewer, larger array operations")
         self.defaults = dict(defaults)
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        # defaultdict like PyTorch: hand-written optimizers do `state = self.state[p]`
+        self.state: dict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._step_pre_hooks: dict[int, Callable] = {}
         self._step_post_hooks: dict[int, Callable] = {}
@@ -212,7 +215,7 @@ class Optimizer:
                     f"parameters that doesn't match the size of the optimizer's group "
                     f"({len(mine['params'])} parameters)")
         saved_state = state_dict["state"]
-        new_state: dict[Tensor, dict[str, Any]] = {}
+        new_state: dict[Tensor, dict[str, Any]] = defaultdict(dict)
         new_groups = []
         for mine, theirs in zip(self.param_groups, saved_groups, strict=False):
             for p, idx in zip(mine["params"], theirs["params"], strict=False):
