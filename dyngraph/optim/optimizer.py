@@ -18,7 +18,6 @@ Parameters are numbered in the order they appear across the groups.
 from __future__ import annotations
 
 from collections import defaultdict
-
 from collections.abc import Callable, Iterable
 from typing import Any
 
