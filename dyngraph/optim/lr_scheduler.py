@@ -624,3 +624,180 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = _lrs(self.optimizer)
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the rate polynomially to zero over ``total_iters`` epochs:
+    ``lr = base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``.
+
+    >>> sched = PolynomialLR(opt, total_iters=100, power=2.0)
+    """
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t, n = self.last_epoch, self.total_iters
+        if t == 0 or t > n:
+            return _lrs(self.optimizer)
+        # chainable form: ratio of consecutive closed-form factors
+        factor = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [g["lr"] * factor for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rate (Smith): the rate moves between ``base_lr`` and ``max_lr``
+    over cycles of ``step_size_up + step_size_down`` steps, the amplitude scaled by
+    ``mode`` ("triangular": constant, "triangular2": halved every cycle, "exp_range":
+    ``gamma ** iteration``) or by a custom ``scale_fn``.  With ``cycle_momentum`` the
+    momentum (or Adam's beta1) cycles inversely between ``max_momentum`` and
+    ``base_momentum``.  Step it once per *batch*.
+
+    >>> opt = dg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> sched = CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=2000, mode="triangular2")
+    """
+
+    _MODES = {"triangular": "cycle", "triangular2": "cycle", "exp_range": "iterations"}
+
+    def __init__(self, optimizer: Optimizer, base_lr: float | Sequence[float], max_lr: float | Sequence[float],
+                 step_size_up: int = 2000, step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn: Callable[[float], float] | None = None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum: float | Sequence[float] = 0.8,
+                 max_momentum: float | Sequence[float] = 0.9, last_epoch: int = -1) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=False):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in self._MODES and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode {mode!r} is invalid and scale_fn is None (use 'triangular', "
+                             "'triangular2' or 'exp_range', or pass a scale_fn)")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else self._MODES[mode]
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` "
+                                 "option enabled (or pass cycle_momentum=False)")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for hi, lo, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups,
+                                         strict=False):
+                    if self.use_beta1:
+                        group["betas"] = (hi, *group["betas"][1:])
+                    else:
+                        group["momentum"] = hi
+                    group["max_momentum"] = hi
+                    group["base_momentum"] = lo
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        """The amplitude factor for cycle number (or iteration) ``x``."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale = x / self.step_ratio
+        else:
+            scale = (x - 1) / (self.step_ratio - 1)
+        amp = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (hi - base) * scale * amp for base, hi in zip(self.base_lrs, self.max_lrs, strict=False)]
+        if self.cycle_momentum:
+            for group, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums,
+                                     strict=False):
+                momentum = hi - (hi - lo) * scale * amp
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        """Like the base class; a custom ``scale_fn`` object keeps its attributes (a plain
+        function is not saved: pass it again to the constructor)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_scale_fn_custom")}
+        fn = self._scale_fn_custom
+        state["_scale_fn_custom"] = (None if fn is None or isinstance(fn, type(_lrs))
+                                     else dict(getattr(fn, "__dict__", {})))
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved_fn = state.pop("_scale_fn_custom", None)
+        self.__dict__.update(state)
+        if saved_fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(saved_fn)
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together, every ``step()``: their (chainable) effects
+    multiply, e.g. a constant warm-up factor on top of an exponential decay.
+
+    >>> sched = ChainedScheduler([ConstantLR(opt, factor=0.5, total_iters=2),
+    ...                           ExponentialLR(opt, gamma=0.9)])
+    """
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no "
+                             "scheduler")
+        optimizer = optimizer if optimizer is not None else schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"ChainedScheduler expects all schedulers to be LR schedulers, but got "
+                                f"{type(s).__name__} at index {i}")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("ChainedScheduler does not support `ReduceLROnPlateau` (its step needs a "
+                                 f"metric), but got one at index {i}")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler expects all schedulers to belong to the same optimizer, "
+                                 f"but scheduler {type(s).__name__} at index {i} has a different one")
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def step(self) -> None:  # type: ignore[override]
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        subs = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, subs, strict=False):
+            s.load_state_dict(sd)
+
+
+__all__ += ["PolynomialLR", "CyclicLR", "ChainedScheduler"]
