@@ -209,7 +209,7 @@ class LBFGS(Optimizer):
             return orig_loss
 
         d = _arr(state["d"]) if "d" in state else None
-        t = state.get("t")
+        t = float(_arr(state["t"])) if "t" in state else None
         # copies: a state dict shares these objects, and the history is edited below
         old_dirs = [_arr(v) for v in state.get("old_dirs", [])]
         old_stps = [_arr(v) for v in state.get("old_stps", [])]
@@ -217,7 +217,7 @@ class LBFGS(Optimizer):
         H_diag = float(_arr(state.get("H_diag", 1.0)))
         prev_flat_grad = _arr(state["prev_flat_grad"]) if "prev_flat_grad" in state else None
         prev_loss = state.get("prev_loss")
-        al = list(state["al"]) if "al" in state else None
+        al = [None if a is None else float(_arr(a)) for a in state["al"]] if "al" in state else None
 
         n_iter = 0
         while n_iter < max_iter:
@@ -290,16 +290,17 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
+        # Python floats and fresh tensors, so the state dict saves and loads cleanly
         state["d"] = _vec(d)
-        state["t"] = t
+        state["t"] = float(t)
         state["old_dirs"] = [_vec(v) for v in old_dirs]
         state["old_stps"] = [_vec(v) for v in old_stps]
-        state["ro"] = list(ro)
-        state["H_diag"] = H_diag
+        state["ro"] = [float(v) for v in ro]
+        state["H_diag"] = float(H_diag)
         state["prev_flat_grad"] = _vec(prev_flat_grad)
-        state["prev_loss"] = prev_loss
+        state["prev_loss"] = float(prev_loss)
         if al is not None:
-            state["al"] = list(al)
+            state["al"] = [None if a is None else float(_arr(a)) for a in al]
         self._run_post_hooks()
         return orig_loss
 
