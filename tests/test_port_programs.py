@@ -23,12 +23,7 @@ torch = pytest.importorskip("torch")
 PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(port_pkg.__path__) if m.name.startswith("p"))
 
 # Programs that hit a gap in a file this suite may not change: {name: reason}.
-XFAIL: dict[str, str] = {
-    "p16_lbfgs_logreg": "dg.optim.LBFGS is missing (dyngraph/optim/ has no LBFGS; owned by the "
-                        "training-stack engineer)",
-    "p30_more_optimizers": "missing in dyngraph/optim/ (training-stack engineer): optim.RAdam, "
-                           "optim.Rprop, optim.ASGD, lr_scheduler.PolynomialLR, CyclicLR, ChainedScheduler",
-}
+XFAIL: dict[str, str] = {}
 
 
 def _compare(a, b, rtol: float, atol: float, where: str) -> None:
