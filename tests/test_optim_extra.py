@@ -113,6 +113,17 @@ def test_matches_torch_20_steps_and_resume(name, kw, default_dtype):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
+@pytest.mark.parametrize("name,kw", [CASES[1], CASES[4], CASES[7]], ids=["RAdam", "Rprop", "ASGD"])
+def test_float32_parameters(name, kw):
+    arrays = {k: v.astype(np.float32) for k, v in _arrays().items()}
+    pd, pt = Problem(dg, arrays), Problem(torch, arrays)
+    _train(pd, getattr(dg.optim, name)(pd.params(), **kw), 10)
+    _train(pt, getattr(torch.optim, name)(pt.params(), **kw), 10)
+    for p in pd.params():
+        assert p.dtype == dg.float32
+    _close(pd.params(), pt.params(), rtol=1e-5)
+
+
 def test_state_keys_match_torch():
     arrays = _arrays()
     for name, kw in [("RAdam", {}), ("Rprop", {}), ("ASGD", {})]:
@@ -192,6 +203,7 @@ def test_lbfgs_matches_torch(kw):
     np.testing.assert_allclose(ld, lt, rtol=RTOL)
     _close(pd.params(), pt.params())
     sd, st = od.state[pd.W], ot.state[pt.W]
+    assert set(sd) == set(st)
     assert sd["func_evals"] == st["func_evals"] and sd["n_iter"] == st["n_iter"]
     assert len(sd["old_dirs"]) == len(st["old_dirs"])
 

@@ -52,7 +52,7 @@ class Rprop(Optimizer):
             size *= factor
             np.clip(size, lo, hi, out=size)
             # after a sign change the gradient is forgotten: no step, and no sign memory
-            g = np.where(factor == etaminus, 0, g).astype(d.dtype, copy=False)
+            g = np.where(sign < 0, 0, g).astype(d.dtype, copy=False)
             upd = np.sign(g)
             upd *= size
             d -= upd
