@@ -15,6 +15,7 @@ import operator
 import numpy as np
 
 from ..backend import xp
+from ..dtypes import get_default_dtype
 from ..tensor import Tensor
 from ._util import as_tensor_arg, install, operand
 from .registry import Primitive, bind, primitive
@@ -28,7 +29,8 @@ __all__ = [
     "fmin", "where", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "remainder",
     "fmod", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
     "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor",
-    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+    "bitwise_right_shift", "gcd", "lcm", "isnan",
     "isinf", "isfinite", "isclose", "allclose", "lerp", "hypot", "xlogy", "nan_to_num",
     "relu6", "hardtanh", "logaddexp", "sinc", "deg2rad", "rad2deg", "signbit",
     "addcmul", "addcdiv", "clamp_min", "clamp_max", "logit", "arcsin", "arccos", "arctan",
@@ -131,14 +133,14 @@ reciprocal_p.defvjp(lambda g, out, x: -g * out * out)
 
 @primitive("floor_divide", promote="same", differentiable=False)
 def floor_divide_p(x, y):
-    if x.dtype.kind in "iub" and np.any(np.asarray(y) == 0):
+    if np.result_type(x, y).kind in "iub" and np.any(np.asarray(y) == 0):
         raise ZeroDivisionError("floor_divide: integer division by zero")
     return np.floor_divide(x, y)
 
 
 @primitive("remainder", promote="same", broadcasts=True, save_inputs=True)
 def remainder_p(x, y):
-    if x.dtype.kind in "iub" and np.any(np.asarray(y) == 0):
+    if np.result_type(x, y).kind in "iub" and np.any(np.asarray(y) == 0):
         raise ZeroDivisionError("remainder: integer division by zero")
     return np.remainder(x, y)
 
@@ -666,6 +668,11 @@ bitwise_and_p = _int_or_bool("bitwise_and", np.bitwise_and)
 bitwise_or_p = _int_or_bool("bitwise_or", np.bitwise_or)
 bitwise_xor_p = _int_or_bool("bitwise_xor", np.bitwise_xor)
 bitwise_not_p = _int_or_bool("bitwise_not", lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
+# Shifts are arithmetic on signed integers (``-8 >> 1 == -4``), as in PyTorch.
+bitwise_left_shift_p = _int_or_bool("bitwise_left_shift", np.left_shift)
+bitwise_right_shift_p = _int_or_bool("bitwise_right_shift", np.right_shift)
+gcd_p = _int_or_bool("gcd", np.gcd)
+lcm_p = _int_or_bool("lcm", np.lcm)
 
 
 # ---------------------------------------------------------------------------
@@ -765,6 +772,8 @@ greater, less, greater_equal, less_equal, not_equal = gt, lt, ge, le, ne
 logical_and, logical_or, logical_xor = _bin(logical_and_p), _bin(logical_or_p), _bin(logical_xor_p)
 logical_not = _un(logical_not_p)
 bitwise_and, bitwise_or, bitwise_xor = _bin(bitwise_and_p), _bin(bitwise_or_p), _bin(bitwise_xor_p)
+bitwise_left_shift, bitwise_right_shift = _bin(bitwise_left_shift_p), _bin(bitwise_right_shift_p)
+gcd, lcm = _bin(gcd_p), _bin(lcm_p)
 bitwise_not = _un(bitwise_not_p)
 isnan, isinf, isfinite, signbit = _un(isnan_p), _un(isinf_p), _un(isfinite_p), _un(signbit_p)
 
@@ -830,6 +839,8 @@ def clamp(input, min=None, max=None):  # noqa: A002
         hi = max if max is not None else float("inf")
         return bind(clamp_tensor_p, (input, operand(lo), operand(hi)))
     params = {}
+    if (isinstance(min, float) or isinstance(max, float)) and input.dtype.np.kind in "iub":
+        input = input.to(get_default_dtype())  # noqa: A001 - int tensor, float bound: float result
     if min is not None:
         params["min"] = min
     if max is not None:
@@ -917,6 +928,8 @@ _pow, _rpow = _op(pow_p)
 _and, _rand = _op(bitwise_and_p)
 _or, _ror = _op(bitwise_or_p)
 _xor, _rxor = _op(bitwise_xor_p)
+_lshift, _rlshift = _op(bitwise_left_shift_p)
+_rshift, _rrshift = _op(bitwise_right_shift_p)
 
 
 def _cmp(prim):
@@ -955,7 +968,10 @@ install({
     "__floordiv__": _fdiv, "__rfloordiv__": _rfdiv, "__mod__": _mod, "__rmod__": _rmod,
     "__pow__": _pow, "__rpow__": _rpow, "__and__": _and, "__rand__": _rand, "__or__": _or,
     "__ror__": _ror, "__xor__": _xor, "__rxor__": _rxor, "__neg__": _neg, "__abs__": _abs,
-    "__invert__": _invert, "__pos__": _pos,
+    "__invert__": _invert, "__pos__": _pos, "__lshift__": _lshift, "__rlshift__": _rlshift,
+    "__rshift__": _rshift, "__rrshift__": _rrshift,
+    "bitwise_left_shift": bitwise_left_shift, "bitwise_right_shift": bitwise_right_shift,
+    "gcd": gcd, "lcm": lcm,
     "__eq__": _cmp(eq_p), "__ne__": _cmp(ne_p), "__lt__": _cmp(lt_p), "__le__": _cmp(le_p),
     "__gt__": _cmp(gt_p), "__ge__": _cmp(ge_p),
     "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
