@@ -125,9 +125,13 @@ class _FusedRecurrent(Primitive):
         from ..autograd import grad as _grad  # noqa: PLC0415
         from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
 
-        saved = list(node.saved)
         idx = [i for i, e in enumerate(node.edges) if e is not None]
         with enable_grad():
+            # Differentiate w.r.t. fresh aliases, not the saved tensors themselves: a saved
+            # input with history (h0 = the previous cell's output) leads back to the same
+            # weights, and ``grad`` w.r.t. the weights would then also collect the upstream
+            # path, which the engine propagates through this node's h0 edge again.
+            saved = [a.view(a.shape) if i in idx else a for i, a in enumerate(node.saved)]
             outs = self.reference(*saved, **node.params)
             pairs = [(o, g) for o, g in zip(outs, grads, strict=True) if g is not None]
             got = _grad([o for o, _ in pairs], [saved[i] for i in idx],
