@@ -52,11 +52,7 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     _check_target(self, op)
     old_fn, old_nr = self._fn, self._nr
     res = compute(self)
-    if res._rg and self._base is not None and STATE.grad_enabled:
-        raise NotImplementedError(
-            f"{op}: in-place modification of a view (shape {list(self.shape)}) inside the "
-            "autograd graph is not supported; modify the base tensor instead (for example "
-            "`base[idx] = value`), or use the out-of-place operation")
+    on_view = res._rg and self._base is not None and STATE.grad_enabled
     node = res._fn
     if node is not None and node.saved is not None and any(a is self for a in node.saved):
         # The rule of this op reads the value being overwritten: keep a copy for it.
@@ -64,6 +60,8 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
         node.saved_data = [stand_in._data if a is self else d for a, d in zip(node.saved, node.saved_data)]
         node.saved_versions = [0 if a is self else v for a, v in zip(node.saved, node.saved_versions)]
         node.saved = tuple(stand_in if a is self else a for a in node.saved)
+    if on_view:
+        res = _rebase_view(self, res, op)
     _write(self, res._data, op)
     bump_version(self)
     _notify(self, res)
@@ -72,6 +70,43 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
         self._nr = res._nr
         self._rg = True
     return self
+
+
+def _offsets(a: np.ndarray) -> np.ndarray:
+    """Byte offset of every element of ``a`` from its first element."""
+    off = np.zeros(a.shape, np.int64)
+    for d, (n, st) in enumerate(zip(a.shape, a.strides)):
+        shape = [1] * a.ndim
+        shape[d] = n
+        off = off + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    return off
+
+
+def _positions_in(root: np.ndarray, view: np.ndarray) -> np.ndarray:
+    """Flat (row-major) index into ``root`` of every element of ``view``, which shares its memory."""
+    start = view.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    ro = _offsets(root).reshape(-1)
+    order = np.argsort(ro, kind="stable")
+    return order[np.searchsorted(ro[order], _offsets(view) + start)]
+
+
+def _rebase_view(self: Tensor, res: Tensor, op: str) -> Tensor:
+    """An in-place op on a view inside the graph: the base tensor becomes ``base`` with the
+    view's elements replaced by ``res`` (an out-of-place ``index_put``), so gradients flow
+    to whatever the base and the new values depend on; the view then reads from that new
+    base.  Returns the view's new value, with its graph node."""
+    from .indexing import index_put  # noqa: PLC0415  (indexing imports this module)
+
+    root = self._base
+    if root._rg and root._fn is None:
+        raise RuntimeError(
+            f"{op}: a view of a leaf Variable that requires grad (shape {list(root.shape)}) is "
+            "being used in an in-place operation. Wrap the update in `with dg.no_grad():`, or "
+            "clone the leaf first.")
+    pos = Tensor._make(_positions_in(root._data, self._data).reshape(-1), False, None, 0)
+    new_root = index_put(root.reshape(-1), (pos,), res.reshape(-1)).reshape(root.shape)
+    root._fn, root._nr, root._rg = new_root._fn, new_root._nr, True
+    return new_root.reshape(-1)[pos].reshape(self.shape)
 
 
 def _write(self: Tensor, value, op: str) -> None:
@@ -88,6 +123,11 @@ def _write(self: Tensor, value, op: str) -> None:
     if data.flags.writeable:
         np.copyto(data, value, casting="unsafe")
     else:
+        if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+            raise RuntimeError(
+                f"{op}: unsupported operation: more than one element of the written-to tensor "
+                f"(shape {list(data.shape)}, an expand()ed view) refers to a single memory "
+                "location. Please clone() the tensor before performing the operation.")
         self._data = np.array(np.broadcast_to(value, data.shape), dtype=data.dtype)
 
 
@@ -124,7 +164,7 @@ def fill_(self: Tensor, value) -> Tensor:
     if self._data.flags.writeable:
         self._data.fill(v)
     else:
-        self._data = np.full(self._data.shape, v, self._data.dtype)
+        _write(self, np.asarray(v, self._data.dtype), "fill_")  # read-only: copies, or refuses expands
     bump_version(self)
     _notify(self, v)
     return self

@@ -253,6 +253,8 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):  # noqa: A002
     """
     shape = input._data.shape
     if not shape:
+        _wrap_dim(start_dim, 1, "flatten")  # a 0-d tensor accepts dims -1 and 0
+        _wrap_dim(end_dim, 1, "flatten")
         return bind(reshape_p, (input,), {"shape": (1,)})
     s = _wrap_dim(start_dim, len(shape), "flatten")
     e = _wrap_dim(end_dim, len(shape), "flatten")
@@ -452,7 +454,8 @@ def _tensor_list(tensors, op):
         raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not Tensor")
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+        kind = ValueError if op == "cat" else RuntimeError  # PyTorch's classes for these two
+        raise kind(f"{op}(): expected a non-empty list of Tensors")
     for k, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"{op}(): expected Tensor as element {k} in argument 0, but got "
