@@ -26,7 +26,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
     "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
     "poisson_nll_loss", "gaussian_nll_loss", "triplet_margin_loss",
-    "multilabel_soft_margin_loss", "multi_margin_loss",
+    "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
 ]
 
 
@@ -401,6 +401,41 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
         dn = E.minimum(dn, ds)
     loss = E.clamp(dp - dn + margin, min=0.0)
     return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction: str = "mean"):
+    """Multi-label hinge loss: each row of ``target`` lists the sample's classes (int64),
+    ended by the first ``-1``; every (listed class ``j``, other class ``k``) pair adds
+    ``max(0, 1 - (x[j] - x[k])) / C``.
+
+    >>> F.multilabel_margin_loss(dg.tensor([[0.1, 0.2, 0.4, 0.8]]), dg.tensor([[3, 0, -1, 1]]))
+    tensor(0.8500)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x, t = input, target._data  # the target only selects entries: no gradient
+    if x._data.ndim not in (1, 2) or t.shape != x._data.shape or t.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"multilabel_margin_loss: expected input of shape (C) or (N, C) and an int64 target "
+            f"of the same shape, got input {list(x.shape)} and target {list(t.shape)} ({t.dtype})")
+    one = x._data.ndim == 1
+    if one:
+        x, t = reshape(x, (1, -1)), t.reshape(1, -1)
+    n, c = t.shape
+    if np.any(t >= c) or np.any(t < -1):
+        raise RuntimeError(f"multilabel_margin_loss: target values must lie in [-1, {c - 1}]")
+    listed = np.cumprod(t >= 0, axis=1).astype(bool)  # entries before the first -1
+    safe = np.where(listed, t, 0)
+    is_target = np.zeros((n, c), bool)
+    rows = np.repeat(np.arange(n), c)[listed.reshape(-1)]
+    is_target[rows, safe[listed]] = True
+    pair = listed[:, :, None] & ~is_target[:, None, :]  # (N, listed j, other class k)
+    xj = x.gather(1, _const(safe.astype(np.int64)))
+    margins = E.clamp(1.0 - xj.unsqueeze(2) + x.unsqueeze(1), min=0.0)
+    loss = _sum(margins * _const(pair.astype(x._data.dtype)), (1, 2)) / c
+    if one:
+        loss = reshape(loss, ())
+    return _reduce(loss, reduction, "multilabel_margin_loss")
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002

@@ -54,7 +54,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
     "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
     "poisson_nll_loss", "gaussian_nll_loss", "triplet_margin_loss",
-    "multilabel_soft_margin_loss", "multi_margin_loss",
+    "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
     # shape
     "pad",
 ]
@@ -699,6 +699,7 @@ from ._functional_loss import (  # noqa: E402
     margin_ranking_loss,
     mse_loss,
     multi_margin_loss,
+    multilabel_margin_loss,
     multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,

@@ -17,7 +17,7 @@ __all__ = [
     "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
     "SoftMarginLoss", "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
-    "TripletMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
+    "TripletMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
 ]
 
 
@@ -225,6 +225,14 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
     def forward(self, input, target):  # noqa: A002
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
                                              reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """Multi-label hinge loss (``F.multilabel_margin_loss``): targets list class indices,
+    ended by ``-1``."""
+
+    def forward(self, input, target):  # noqa: A002
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
 
 
 class MultiMarginLoss(_WeightedLoss):
