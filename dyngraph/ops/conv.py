@@ -1123,10 +1123,12 @@ _MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
-    """Resize ``(N, C, L)`` / ``(N, C, H, W)`` inputs; PyTorch's index and weight rules.
+    """Resize ``(N, C, L)`` / ``(N, C, H, W)`` / ``(N, C, D, H, W)`` inputs; PyTorch's index
+    and weight rules.
 
-    Modes: ``'nearest'``, ``'nearest-exact'``, ``'area'``, ``'linear'`` (3-D input),
-    ``'bilinear'`` and ``'bicubic'`` (4-D input), with ``align_corners`` both ways.
+    Modes: ``'nearest'``, ``'nearest-exact'``, ``'area'`` (not 5-D), ``'linear'`` (3-D input),
+    ``'bilinear'`` and ``'bicubic'`` (4-D input), ``'trilinear'`` (5-D input), with
+    ``align_corners`` both ways.
 
     >>> dg.nn.functional.interpolate(dg.randn(1, 3, 4, 4), scale_factor=2, mode='bilinear').shape
     dyngraph.Size([1, 3, 8, 8])
@@ -1136,9 +1138,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode not in _MODES:
         raise NotImplementedError(f"{op}: mode {mode!r} is not supported; use one of {sorted(_MODES)}")
     nd = input._data.ndim - 2
-    if nd not in (1, 2):
+    if nd not in (1, 2, 3):
         raise NotImplementedError(
-            f"{op}: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape {list(input.shape)}")
+            f"{op}: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) input, got "
+            f"shape {list(input.shape)}")
+    if nd == 3 and mode == "area":
+        raise NotImplementedError(f"{op}: mode 'area' is not supported for 5-D input "
+                                  f"(shape {list(input.shape)}); there is no 3-D adaptive pooling")
     if _MODES[mode] and _MODES[mode] != nd:
         raise NotImplementedError(
             f"{op}: mode {mode!r} needs a {_MODES[mode] + 2}-D input, got a {nd + 2}-D input of "
@@ -1176,6 +1182,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     dt = input._data.dtype
     make = _cubic_matrix if mode == "bicubic" else _linear_matrix
     y = matmul(input, transpose(make(sp[-1], out[-1], scales[-1], ac, dt), 0, 1))
-    if nd == 2:
-        y = matmul(make(sp[0], out[0], scales[0], ac, dt), y)
+    if nd >= 2:
+        y = matmul(make(sp[-2], out[-2], scales[-2], ac, dt), y)
+    if nd == 3:  # depth: bring it next to the end, weight it like the height, move it back
+        y = transpose(matmul(make(sp[0], out[0], scales[0], ac, dt), transpose(y, 2, 3)), 2, 3)
     return y
