@@ -24,10 +24,11 @@ import warnings
 
 import numpy as np
 
+from ..ops.elementwise import sigmoid, tanh
 from ..ops.indexing import index_select
 from ..ops.nn import linear
 from ..ops.rnn import gru_layer, lstm_layer, rnn_layer
-from ..ops.shape import cat, reshape, stack, transpose, unsqueeze
+from ..ops.shape import cat, reshape, split, stack, transpose, unsqueeze
 from ..tensor import Tensor
 from . import functional as F  # noqa: N812
 from . import init
@@ -436,9 +437,13 @@ class LSTMCell(RNNCellBase):
         h0, c0 = (None, None) if hx is None else hx
         x, (h, c), batched = self._check(input, [h0, c0])
         p = self._parameters
-        b = None if p["bias_ih"] is None else p["bias_ih"] + p["bias_hh"]
-        _, hn, cn = lstm_layer(linear(x, p["weight_ih"], b), h, c, p["weight_hh"],
-                               (x._data.shape[0],))
+        # Written out (not the fused layer primitive) so that, as in PyTorch, h' is computed
+        # from c': gradients w.r.t. a cell state (autograd.grad(..., c), c.retain_grad())
+        # then include the path through h'.  Parameter gradients are the same either way.
+        gates = linear(x, p["weight_ih"], p["bias_ih"]) + linear(h, p["weight_hh"], p["bias_hh"])
+        i, f, g, o = split(gates, self.hidden_size, 1)
+        cn = sigmoid(f) * c + sigmoid(i) * tanh(g)
+        hn = sigmoid(o) * tanh(cn)
         return (hn, cn) if batched else (hn[0], cn[0])
 
 
