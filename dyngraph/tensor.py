@@ -371,9 +371,15 @@ class Tensor:
         return bool(self._data.reshape(()))
 
     def __float__(self) -> float:
+        if self._data.size != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars "
+                             f"(float() of a tensor of shape {list(self.shape)})")
         return float(self.item())
 
     def __int__(self) -> int:
+        if self._data.size != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars "
+                             f"(int() of a tensor of shape {list(self.shape)})")
         return int(self.item())
 
     def __index__(self) -> int:

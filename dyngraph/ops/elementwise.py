@@ -533,7 +533,8 @@ fmin_p.defvjp(lambda g, out, x, y: g * ((x <= y) | isnan_p(y)),
 @primitive("where", promote="same", promote_from=1, broadcasts=True, save_inputs=True)
 def where_p(cond, x, y):
     if cond.dtype.kind != "b":
-        raise TypeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {cond.dtype}")
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {cond.dtype}")
     return np.where(cond, x, y)
 
 
@@ -694,7 +695,11 @@ def _bin(prim):
             input = operand(input)
             if not isinstance(input, Tensor) and not isinstance(other, Tensor):
                 input = as_tensor_arg(input, prim.name)
-        return bind(prim, (input, operand(other)))
+        other = operand(other)
+        try:
+            return bind(prim, (input, other))
+        except ValueError as exc:
+            raise _broadcast_error(exc, prim.name, input, other) from exc
 
     fn.__name__ = prim.name
     fn.__doc__ = f"Elementwise ``{prim.name}`` with broadcasting and PyTorch type promotion."
@@ -904,16 +909,39 @@ def rad2deg(input):  # noqa: A002
 _FAST = {Tensor, int, float}
 
 
+def _broadcast_error(exc: ValueError, name: str, a, b) -> Exception:
+    """PyTorch's RuntimeError for operands whose shapes do not broadcast (NumPy raises
+    ValueError); other ValueErrors pass through unchanged."""
+    if "broadcast" not in str(exc):
+        return exc
+    sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
+    n = max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and 1 not in (pa[d], pb[d]):
+            return RuntimeError(
+                f"{name}: The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) at "
+                f"non-singleton dimension {d} (shapes {list(sa)} and {list(sb)})")
+    return RuntimeError(f"{name}: {exc}")
+
+
 def _op(prim):
+    # try/except costs nothing in CPython >= 3.11 unless an exception is raised
     def method(self, other):
         if other.__class__ not in _FAST:
             other = operand(other)
-        return bind(prim, (self, other))
+        try:
+            return bind(prim, (self, other))
+        except ValueError as exc:
+            raise _broadcast_error(exc, prim.name, self, other) from exc
 
     def rmethod(self, other):
         if other.__class__ not in _FAST:
             other = operand(other)
-        return bind(prim, (other, self))
+        try:
+            return bind(prim, (other, self))
+        except ValueError as exc:
+            raise _broadcast_error(exc, prim.name, other, self) from exc
 
     return method, rmethod
 

@@ -439,10 +439,10 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
     Checks the target (integer dtype, shape, class range) and names ``op`` in errors.
     """
     ld, td = logp._data, target._data
-    if td.dtype.kind not in "iu":
+    if td.dtype not in (np.int64, np.uint8):  # PyTorch: "expected ... Long or Byte"
         raise RuntimeError(
-            f"{op}: expected target of class indices with an integer dtype (int64), got "
-            f"{target.dtype} of shape {list(target.shape)}; use .long(), or pass class "
+            f"{op}: expected target of class indices with dtype int64 (Long) or uint8 (Byte), "
+            f"got {target.dtype} of shape {list(target.shape)}; use .long(), or pass class "
             "probabilities with the same shape as the input")
     if ld.ndim == 1:
         if td.ndim != 0:
@@ -454,7 +454,9 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
                           ignore_index, op)
         return reshape_p(out, shape=()) if reduction == "none" else out
     if ld.ndim < 1 or td.shape != ld.shape[:1] + ld.shape[2:]:
-        raise ValueError(
+        # PyTorch: a batch-size mismatch is a ValueError, any other target shape a RuntimeError
+        kind = ValueError if td.ndim == ld.ndim - 1 and td.shape[:1] != ld.shape[:1] else RuntimeError
+        raise kind(
             f"{op}: expected target of shape {list(ld.shape[:1] + ld.shape[2:])} for input of "
             f"shape {list(ld.shape)} (N, C, d1, ...), got target of shape {list(td.shape)}")
     c = ld.shape[1]
