@@ -24,11 +24,10 @@ import warnings
 
 import numpy as np
 
-from ..ops.elementwise import sigmoid, tanh
 from ..ops.indexing import index_select
 from ..ops.nn import linear
-from ..ops.rnn import gru_layer, lstm_layer, rnn_layer
-from ..ops.shape import cat, reshape, split, stack, transpose, unsqueeze
+from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
+from ..ops.shape import cat, reshape, stack, transpose, unsqueeze
 from ..tensor import Tensor
 from . import functional as F  # noqa: N812
 from . import init
@@ -441,9 +440,7 @@ class LSTMCell(RNNCellBase):
         # from c': gradients w.r.t. a cell state (autograd.grad(..., c), c.retain_grad())
         # then include the path through h'.  Parameter gradients are the same either way.
         gates = linear(x, p["weight_ih"], p["bias_ih"]) + linear(h, p["weight_hh"], p["bias_hh"])
-        i, f, g, o = split(gates, self.hidden_size, 1)
-        cn = sigmoid(f) * c + sigmoid(i) * tanh(g)
-        hn = sigmoid(o) * tanh(cn)
+        hn, cn = lstm_cell(gates, c)
         return (hn, cn) if batched else (hn[0], cn[0])
 
 

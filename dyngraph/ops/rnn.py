@@ -30,7 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from .registry import Primitive, bind
+from .elementwise import tanh_p
+from .registry import Primitive, bind, primitive
+from .shape import split
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
@@ -487,3 +489,72 @@ def rnn_layer(xw, h0, w_hh, batch_sizes, reverse=False, nonlinearity="tanh"):
     return bind(rnn_layer_p, (xw, h0, w_hh),
                 {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse),
                  "nonlinearity": nonlinearity})
+
+
+# ---------------------------------------------------------------------------
+# One LSTM cell step (nn.LSTMCell), as two nodes with PyTorch's graph structure
+# ---------------------------------------------------------------------------
+# c' = sigmoid(f) * c + sigmoid(i) * tanh(g) and h' = sigmoid(o) * tanh(c') as two small
+# primitives instead of ~10 elementwise nodes: h' is computed *from* c' (so gradients
+# w.r.t. a cell state include the path through h', as in PyTorch), at the cost of two
+# nodes.  Rules recompute the gate activations (cheap) instead of saving them.
+
+def _logistic(x):
+    """``1 / (1 + exp(-x))`` on an array, PyTorch's formula.
+
+    ``x`` is floored at -700 so ``exp`` cannot overflow (the result there is < 1e-304
+    either way); cheaper than an ``np.errstate`` block on these small arrays.
+    """
+    return 1.0 / (1.0 + np.exp(-np.maximum(x, -700.0)))
+
+
+@primitive("lstm_gate_sigmoid", promote="float", save_output=True)
+def _gate_sigmoid_p(x):
+    """The logistic function for the cell rules (lighter than ``sigmoid``'s stable form)."""
+    return _logistic(x)
+
+
+_gate_sigmoid_p.defvjp(lambda g, out, x: g * out * (1.0 - out))
+
+
+@primitive("lstm_cell_state", promote="same", save_inputs=True)
+def lstm_cell_state_p(i, f, g, c):
+    """``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)`` (pre-activation gates in)."""
+    return _logistic(f) * c + _logistic(i) * np.tanh(g)
+
+
+def _ds(x):
+    """Derivative of the logistic function at ``x``."""
+    s = _gate_sigmoid_p(x)
+    return s * (1.0 - s)
+
+
+lstm_cell_state_p.defvjp(
+    lambda gr, out, i, f, g, c: gr * tanh_p(g) * _ds(i),
+    lambda gr, out, i, f, g, c: gr * c * _ds(f),
+    lambda gr, out, i, f, g, c: gr * _gate_sigmoid_p(i) * (1.0 - tanh_p(g) * tanh_p(g)),
+    lambda gr, out, i, f, g, c: gr * _gate_sigmoid_p(f),
+)
+
+
+@primitive("lstm_cell_hidden", promote="same", save_inputs=True)
+def lstm_cell_hidden_p(o, c):
+    """``h' = sigmoid(o) * tanh(c')``."""
+    return _logistic(o) * np.tanh(c)
+
+
+lstm_cell_hidden_p.defvjp(
+    lambda gr, out, o, c: gr * tanh_p(c) * _ds(o),
+    lambda gr, out, o, c: gr * _gate_sigmoid_p(o) * (1.0 - tanh_p(c) * tanh_p(c)),
+)
+
+
+def lstm_cell(gates, c):
+    """One LSTM step from pre-activation ``gates`` (B, 4H) in PyTorch's order (i, f, g, o)
+    and the previous cell state ``c`` (B, H); returns ``(h', c')``.
+
+    >>> h, c = lstm_cell(dg.randn(2, 12), dg.zeros(2, 3))
+    """
+    i, f, g, o = split(gates, c.shape[-1], -1)
+    cn = bind(lstm_cell_state_p, (i, f, g, c), {})
+    return bind(lstm_cell_hidden_p, (o, cn), {}), cn

@@ -167,3 +167,32 @@ OPS += [
     OpInfo("gru_layer", _gru, _s((3, 2, 6), (2, 2), (6, 2), (6,)), atol=1e-5),
     OpInfo("rnn_layer", _rnn, _s((4, 2, 3), (2, 3), (3, 3)), atol=1e-5),
 ]
+
+
+# ---------------------------------------------------------------------------
+# one LSTM cell step (nn.LSTMCell): two primitives, c' then h' computed from c'
+# ---------------------------------------------------------------------------
+
+def _lstm_cell(m, gates, c):
+    if m is torch:
+        i, f, g, o = gates.chunk(4, 1)
+        cn = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(cn), cn
+    from dyngraph.ops.rnn import lstm_cell  # noqa: PLC0415
+
+    return lstm_cell(gates, c)
+
+
+def _gate_sigmoid(m, x):
+    if m is torch:
+        return torch.sigmoid(x)
+    from dyngraph.ops.registry import bind  # noqa: PLC0415
+    from dyngraph.ops.rnn import _gate_sigmoid_p  # noqa: PLC0415
+
+    return bind(_gate_sigmoid_p, (x,), {})
+
+
+OPS += [
+    OpInfo("lstm_cell", _lstm_cell, _s((3, 8), (3, 2))),
+    OpInfo("lstm_gate_sigmoid", _gate_sigmoid, _s((2, 5))),
+]
