@@ -34,9 +34,11 @@ def _infer_np_dtype(data) -> np.dtype | None:
     stack = [data]
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)):
+        if isinstance(x, (list, tuple, range)):
             stack.extend(x)
-        elif isinstance(x, bool) or isinstance(x, np.bool_):
+        elif isinstance(x, np.generic):  # before float: np.float64 subclasses float, keeps its dtype
+            kinds.add(("t", x.dtype))
+        elif isinstance(x, bool):
             kinds.add("b")
         elif isinstance(x, int):
             kinds.add("i")
@@ -44,8 +46,6 @@ def _infer_np_dtype(data) -> np.dtype | None:
             kinds.add("f")
         elif isinstance(x, Tensor):
             kinds.add(("t", x._data.dtype))
-        elif isinstance(x, np.generic):
-            kinds.add(("t", x.dtype))
         elif isinstance(x, np.ndarray):
             kinds.add(("t", x.dtype))
         else:
@@ -70,7 +70,7 @@ def _infer_np_dtype(data) -> np.dtype | None:
 def _unwrap_nested(data):
     if isinstance(data, Tensor):
         return data._data if type(data._data) is np.ndarray else move_to(data._data, _device("cpu"))
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, (list, tuple, range)):
         return [_unwrap_nested(x) for x in data]
     return data
 
@@ -86,13 +86,14 @@ def _to_array(data, dtype=None, copy: bool = True) -> np.ndarray:
         if data.dtype.kind not in "biuf":
             raise TypeError(f"can't convert np.ndarray of type {data.dtype}: only bool, integer and floating arrays")
         _dt.from_numpy_dtype(data.dtype) if np_dt is None else None
-        return np.array(data, dtype=np_dt, copy=copy) if (copy or np_dt is not None) else data
+        # copy=None: NumPy 2 copies only when the dtype changes (False would refuse)
+        return np.array(data, dtype=np_dt, copy=copy or None) if (copy or np_dt is not None) else data
     if hasattr(data, "__cuda_array_interface__"):
         arr = data
         return arr.astype(np_dt) if np_dt is not None else (arr.copy() if copy else arr)
     if hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
         arr = np.from_dlpack(data)
-        return np.array(arr, dtype=np_dt, copy=copy)
+        return np.array(arr, dtype=np_dt, copy=copy or None)
     if np_dt is None:
         np_dt = _infer_np_dtype(data)
     return np.array(_unwrap_nested(data), dtype=np_dt)
@@ -241,6 +242,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         start, end = 0, start
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign "
+                           f"(start={start}, end={end}, step={step})")
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         np_dt = np.dtype(np.int64) if is_int else _dt.default_float_np()
@@ -252,6 +256,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if int(steps) < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
     arr = np.linspace(_num(start), _num(end), int(steps), dtype=np.float64).astype(_dtype_or_default(dtype))
     return _finish(arr, device, requires_grad)
 
@@ -262,6 +268,9 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"eye: {name} must be greater or equal to 0, got {v}")
     return _finish(np.eye(n, m, dtype=_dtype_or_default(dtype)), device, requires_grad)
 
 

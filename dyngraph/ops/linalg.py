@@ -18,7 +18,7 @@ from .registry import bind, primitive
 
 __all__ = [
     "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
-    "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diag_embed", "trace",
+    "addbmm", "addr", "tensordot", "inner", "kron", "diagonal", "diag", "diagflat", "diag_embed", "trace",
     "tril", "triu", "einsum", "inverse", "det", "slogdet", "logdet", "cholesky", "qr", "svd",
     "pinverse", "cross",
 ]
@@ -438,6 +438,16 @@ def diag(input, diagonal: int = 0):  # noqa: A002
     if n == 2:
         return _shape.clone(diagonal_(input, diagonal))
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {n}D")
+
+
+def diagflat(input, offset: int = 0):  # noqa: A002
+    """A square matrix with the flattened ``input`` on diagonal ``offset``.
+
+    >>> dg.diagflat(dg.tensor([[1., 2.]]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    return diag(_shape.reshape(_tensor(input, "diagflat"), (-1,)), offset)
 
 
 def diagonal_(input, offset):  # noqa: A002
@@ -1073,7 +1083,7 @@ install({
     "matmul": matmul, "__matmul__": _matmul_method, "__rmatmul__": _rmatmul_method,
     "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot, "outer": outer, "ger": ger,
     "addmm": addmm, "addmv": addmv, "baddbmm": baddbmm, "addbmm": addbmm, "addr": addr,
-    "inner": inner, "kron": kron, "diagonal": diagonal, "diag": diag, "diag_embed": diag_embed,
+    "inner": inner, "kron": kron, "diagonal": diagonal, "diag": diag, "diagflat": diagflat, "diag_embed": diag_embed,
     "trace": trace, "tril": tril, "triu": triu, "inverse": inverse, "det": det,
     "slogdet": slogdet, "logdet": logdet, "cholesky": cholesky, "qr": qr,
 })

@@ -224,6 +224,8 @@ OPS = [
            lambda rng, dt: [Sample((rng.integers(-3, 4, (3, 3)).astype(dt),))],
            dtypes=("int32", "int64"), grad=False),
     OpInfo("diag", lambda m, x, **kw: m.diag(x, **kw), _diag_samples),
+    OpInfo("diagflat", lambda m, x, **kw: m.diagflat(x, **kw),
+           lambda rng, dt: [Sample((randn(rng, (2, 2), dt),)), Sample((randn(rng, (3,), dt),), {"offset": -1})]),
     OpInfo("diagonal", lambda m, x, **kw: m.diagonal(x, **kw), _diagonal_samples),
     OpInfo("diagonal_method", lambda m, x: x.diagonal(1, 0, 1) * 2.0,
            lambda rng, dt: [Sample((randn(rng, (3, 3), dt),))]),
