@@ -8,6 +8,9 @@ the models are the ones in ``tests/port/p71``, ``p72`` and ``p75``, at a slightl
   ``sum`` over children), MSE at the root, backward, Adam step;
 - seq2seq:   GRU encoder + GRUCell decoder with attention, teacher forcing token by token
   on 5 pairs of length 3..7, backward, Adam step;
+- lstm_cells: 6 variable-length sequences (lengths 2..12) one at a time through two stacked
+  ``nn.LSTMCell``s (hidden 32) unrolled in Python, final states ``stack``ed, cross-entropy,
+  backward, Adam step (``tests/port/p77``);
 - mpnn:      message passing over a batch of 4 graphs (edge-conditioned ``bmm`` messages,
   ``scatter_add_``, ``index_add`` pooling, GRUCell update, 3 rounds), backward, Adam step.
 Rounds alternate the libraries (same machine load); prints medians (ms) and the median
@@ -163,7 +166,34 @@ def mpnn_step(T):
     return step
 
 
-WORKLOADS = {"tree_lstm": tree_lstm_step, "seq2seq": seq2seq_step, "mpnn": mpnn_step}
+def lstm_cells_step(T):
+    """A closure running one training step of stacked LSTMCells over sequences one by one."""
+    nn, F = T.nn, T.nn.functional
+    D, H = 16, 32
+    rng = np.random.default_rng(3)
+    seqs = [T.from_numpy(rng.standard_normal((n, 1, D))) for n in (2, 5, 12, 7, 3, 9)]
+    y = T.from_numpy(rng.integers(0, 4, len(seqs)))
+    l1, l2, cls = nn.LSTMCell(D, H).double(), nn.LSTMCell(H, H).double(), nn.Linear(H, 4).double()
+    params = [*l1.parameters(), *l2.parameters(), *cls.parameters()]
+    opt = T.optim.Adam(params, lr=1e-3)
+
+    def step():
+        finals = []
+        for s in seqs:
+            h1 = c1 = h2 = c2 = s.new_zeros(1, H)
+            for x in s:
+                h1, c1 = l1(x, (h1, c1))
+                h2, c2 = l2(h1, (h2, c2))
+            finals.append(h2[0])
+        loss = F.cross_entropy(cls(T.stack(finals)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+WORKLOADS = {"tree_lstm": tree_lstm_step, "seq2seq": seq2seq_step, "lstm_cells": lstm_cells_step,
+             "mpnn": mpnn_step}
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ import numpy as np
 from ..tensor import Tensor
 from .elementwise import tanh_p
 from .registry import Primitive, bind, primitive
-from .shape import split
+from .shape import cat_p
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
@@ -518,43 +518,51 @@ _gate_sigmoid_p.defvjp(lambda g, out, x: g * out * (1.0 - out))
 
 
 @primitive("lstm_cell_state", promote="same", save_inputs=True)
-def lstm_cell_state_p(i, f, g, c):
-    """``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)`` (pre-activation gates in)."""
-    return _logistic(f) * c + _logistic(i) * np.tanh(g)
+def lstm_cell_state_p(gates, c):
+    """``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)`` from pre-activation ``gates`` (i, f, g, o)."""
+    h = c.shape[-1]
+    return _logistic(gates[:, h:2 * h]) * c + _logistic(gates[:, :h]) * np.tanh(gates[:, 2 * h:3 * h])
 
 
-def _ds(x):
-    """Derivative of the logistic function at ``x``."""
-    s = _gate_sigmoid_p(x)
-    return s * (1.0 - s)
+def _state_vjp_gates(gr, out, gates, c):
+    h = c.shape[-1]
+    si, sf = _gate_sigmoid_p(gates[:, :h]), _gate_sigmoid_p(gates[:, h:2 * h])
+    t = tanh_p(gates[:, 2 * h:3 * h])
+    return cat_p(gr * t * si * (1.0 - si), gr * c * sf * (1.0 - sf), gr * si * (1.0 - t * t),
+                 gr * 0.0, dim=1)
 
 
 lstm_cell_state_p.defvjp(
-    lambda gr, out, i, f, g, c: gr * tanh_p(g) * _ds(i),
-    lambda gr, out, i, f, g, c: gr * c * _ds(f),
-    lambda gr, out, i, f, g, c: gr * _gate_sigmoid_p(i) * (1.0 - tanh_p(g) * tanh_p(g)),
-    lambda gr, out, i, f, g, c: gr * _gate_sigmoid_p(f),
+    _state_vjp_gates,
+    lambda gr, out, gates, c: gr * _gate_sigmoid_p(gates[:, c.shape[-1]:2 * c.shape[-1]]),
 )
 
 
 @primitive("lstm_cell_hidden", promote="same", save_inputs=True)
-def lstm_cell_hidden_p(o, c):
-    """``h' = sigmoid(o) * tanh(c')``."""
-    return _logistic(o) * np.tanh(c)
+def lstm_cell_hidden_p(gates, c):
+    """``h' = sigmoid(o) * tanh(c')``, ``o`` the last quarter of ``gates``."""
+    return _logistic(gates[:, 3 * c.shape[-1]:]) * np.tanh(c)
 
 
-lstm_cell_hidden_p.defvjp(
-    lambda gr, out, o, c: gr * tanh_p(c) * _ds(o),
-    lambda gr, out, o, c: gr * _gate_sigmoid_p(o) * (1.0 - tanh_p(c) * tanh_p(c)),
-)
+def _hidden_vjp_gates(gr, out, gates, c):
+    h = c.shape[-1]
+    so, t = _gate_sigmoid_p(gates[:, 3 * h:]), tanh_p(c)
+    return cat_p(gates[:, :3 * h] * 0.0, gr * t * so * (1.0 - so), dim=1)
+
+
+def _hidden_vjp_c(gr, out, gates, c):
+    t = tanh_p(c)
+    return gr * _gate_sigmoid_p(gates[:, 3 * c.shape[-1]:]) * (1.0 - t * t)
+
+
+lstm_cell_hidden_p.defvjp(_hidden_vjp_gates, _hidden_vjp_c)
 
 
 def lstm_cell(gates, c):
-    """One LSTM step from pre-activation ``gates`` (B, 4H) in PyTorch's order (i, f, g, o)
+    """One LSTM step from 2-D pre-activation ``gates`` (B, 4H) in PyTorch's order (i, f, g, o)
     and the previous cell state ``c`` (B, H); returns ``(h', c')``.
 
     >>> h, c = lstm_cell(dg.randn(2, 12), dg.zeros(2, 3))
     """
-    i, f, g, o = split(gates, c.shape[-1], -1)
-    cn = bind(lstm_cell_state_p, (i, f, g, c), {})
-    return bind(lstm_cell_hidden_p, (o, cn), {}), cn
+    cn = bind(lstm_cell_state_p, (gates, c), {})
+    return bind(lstm_cell_hidden_p, (gates, cn), {}), cn
