@@ -48,7 +48,7 @@ __all__ = [
     # dropout
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
     # distances
-    "cosine_similarity", "pairwise_distance",
+    "cosine_similarity", "pairwise_distance", "pdist",
     # losses
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
@@ -681,6 +681,21 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     """``||x1 - x2 + eps||_p`` over the last dimension."""
     d = x1 - x2 + eps
     return _pnorm(d, p, -1, keepdim=keepdim)
+
+
+def pdist(input, p: float = 2.0):  # noqa: A002
+    """``p``-norm distances between all pairs of rows ``i < j`` of an (N, M) input, in
+    row-major order of the upper triangle (length N (N - 1) / 2).
+
+    >>> F.pdist(dg.tensor([[0., 0.], [3., 4.], [6., 8.]]))
+    tensor([ 5., 10.,  5.])
+    """
+    if input._data.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input._data.ndim}D "
+                           f"(shape {list(input.shape)})")
+    i, j = np.triu_indices(input._data.shape[0], 1)
+    rows = input[_const(i.astype(np.int64))] - input[_const(j.astype(np.int64))]
+    return _pnorm(rows, p, -1)
 
 
 

@@ -25,7 +25,8 @@ __all__ = [
     "negative", "pow", "abs", "absolute", "sign", "sgn", "reciprocal", "exp", "exp2", "expm1",
     "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
     "acos", "atan", "atan2", "sinh", "cosh", "tanh", "sigmoid", "relu", "leaky_relu", "elu",
-    "gelu", "silu", "softplus", "erf", "erfc", "clamp", "clip", "maximum", "minimum", "fmax",
+    "gelu", "silu", "softplus", "erf", "erfc", "erfinv", "copysign", "float_power",
+    "logaddexp2", "clamp", "clip", "maximum", "minimum", "fmax",
     "fmin", "where", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "remainder",
     "fmod", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
     "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor",
@@ -333,6 +334,17 @@ def erfc_p(x):
 
 
 erfc_p.defvjp(lambda g, out, x: -g * (_2_OVER_SQRT_PI * exp_p(-(x * x))))
+
+
+@primitive("erfinv", promote="float", save_output=True)
+def erfinv_p(x):
+    from scipy.special import erfinv as _erfinv  # noqa: PLC0415  (scipy: a runtime dependency)
+
+    return _erfinv(x).astype(x.dtype, copy=False)
+
+
+# d/dx erfinv(x) = sqrt(pi)/2 * exp(erfinv(x)^2)
+erfinv_p.defvjp(lambda g, out, x: g * (math.sqrt(math.pi) / 2.0 * exp_p(out * out)))
 
 
 def _erf_np(x):
@@ -1083,6 +1095,45 @@ arctan2 = atan2  # NumPy-style name, as torch has
 heaviside_p = Primitive("heaviside", np.heaviside, promote="same", differentiable=False)
 
 
+def erfinv(input):  # noqa: A002
+    """Inverse error function on (-1, 1) (±inf at ±1).
+
+    >>> dg.erfinv(dg.tensor([0.0, 0.5]))
+    tensor([0.0000, 0.4769])
+    """
+    return bind(erfinv_p, (as_tensor_arg(input, "erfinv"),))
+
+
+def copysign(input, other):  # noqa: A002
+    """``|input|`` with the sign of ``other`` (``-0.0`` counts as negative); float result.
+
+    >>> dg.copysign(dg.tensor([1.0, -2.0]), -1.0)
+    tensor([-1., -2.])
+    """
+    input = as_tensor_arg(input, "copysign")  # noqa: A001
+    if input.dtype.np.kind != "f":
+        input = input.to(get_default_dtype())  # noqa: A001
+    neg = signbit(operand(other) if isinstance(other, Tensor) else as_tensor_arg(float(other), "copysign"))
+    mag = abs(input)
+    out = where(neg, -mag, mag)
+    if isinstance(other, Tensor) and other.requires_grad:
+        # PyTorch gives ``other`` an all-zero gradient (not None): a finite zero term does that
+        out = out + nan_to_num(sign(other)) * 0.0
+    return out
+
+
+def float_power(input, exponent):  # noqa: A002
+    """``input ** exponent`` computed in float64 (PyTorch's ``float_power``)."""
+    base = as_tensor_arg(input, "float_power").double()
+    return base ** (exponent.double() if isinstance(exponent, Tensor) else float(exponent))
+
+
+def logaddexp2(input, other):  # noqa: A002
+    """``log2(2**input + 2**other)``, without overflow."""
+    ln2 = math.log(2.0)
+    return logaddexp(input * ln2, operand(other) * ln2) / ln2
+
+
 def heaviside(input, values):  # noqa: A002
     """Step function: 0 where ``input < 0``, ``values`` where ``input == 0``, 1 where
     ``input > 0`` (not differentiable, as in PyTorch)."""
@@ -1126,7 +1177,8 @@ def _install_composites() -> None:
 
     install({name + "_": inplace_of(name) for name in _INPLACE_FORMS})
     install({"heaviside": heaviside, "asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
-             "arccosh": acosh, "arctanh": atanh})
+             "arccosh": acosh, "arctanh": atanh, "erfinv": erfinv, "copysign": copysign,
+             "float_power": float_power, "logaddexp2": logaddexp2})
     install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
              "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),

@@ -24,7 +24,8 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
-    "dist", "cdist", "cov", "corrcoef", "logcumsumexp",
+    "dist", "cdist", "cov", "corrcoef", "logcumsumexp", "renorm", "trapezoid", "trapz",
+    "cumulative_trapezoid",
 ]
 
 
@@ -995,6 +996,62 @@ def dist(input, other, p: float = 2):  # noqa: A002
     return vector_norm(input - other, p)
 
 
+def renorm(input, p: float, dim: int, maxnorm: float):  # noqa: A002
+    """Rescale each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` to
+    norm ``maxnorm`` (PyTorch's ``maxnorm / (norm + 1e-7)`` factor); others unchanged.
+
+    >>> dg.renorm(dg.tensor([[3., 4.], [0.3, 0.4]]), 2, 0, 1.0)
+    tensor([[0.6000, 0.8000],
+            [0.3000, 0.4000]])
+    """
+    input = as_tensor_arg(input, "renorm")  # noqa: A001
+    d = _wrap_dim(dim, input._data.ndim, "renorm")
+    others = tuple(i for i in range(input._data.ndim) if i != d)
+    nrm = vector_norm(input, p, others, keepdim=True)
+    factor = _ew.where(nrm > maxnorm, maxnorm / (nrm + 1e-7), 1.0)
+    return input * factor
+
+
+def _trapezoid_terms(y, x, dx, dim, op):
+    y = as_tensor_arg(y, op)
+    d = _wrap_dim(dim, y._data.ndim, op)
+    n = y._data.shape[d]
+    pair = _shape.narrow(y, d, 1, n - 1) + _shape.narrow(y, d, 0, n - 1) if n else y
+    if x is None:
+        return pair * (0.5 * (1.0 if dx is None else float(dx))), d
+    x = x if isinstance(x, Tensor) else as_tensor_arg(x, op)
+    if x._data.ndim == 1:  # spacing along ``dim`` only
+        shape = [1] * y._data.ndim
+        shape[d] = n - 1
+        widths = _shape.reshape(x[1:] - x[:-1], tuple(shape))
+    else:
+        k = _wrap_dim(dim, x._data.ndim, op)
+        widths = _shape.narrow(x, k, 1, n - 1) - _shape.narrow(x, k, 0, n - 1)
+    return pair * widths * 0.5, d
+
+
+def trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    """Integral of ``y`` along ``dim`` by the trapezoid rule, with sample points ``x`` or
+    spacing ``dx`` (default 1).
+
+    >>> dg.trapezoid(dg.tensor([1., 2., 3.]))
+    tensor(4.)
+    """
+    terms, d = _trapezoid_terms(y, x, dx, dim, "trapezoid")
+    return sum(terms, d)
+
+
+def trapz(y, x=None, *, dx=None, dim: int = -1):
+    """Alias of :func:`trapezoid`."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    """Running trapezoid-rule integral along ``dim`` (one element shorter than ``y``)."""
+    terms, d = _trapezoid_terms(y, x, dx, dim, "cumulative_trapezoid")
+    return cumsum(terms, d)
+
+
 def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2``
     (..., R, M), batch dimensions broadcast: result (..., P, R).
@@ -1129,7 +1186,7 @@ install({
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "aminmax": aminmax,
     "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
     "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),
-    "nanmean": _dim_method(nanmean), "dist": dist, "sum_to_size": sum_to_size,
+    "nanmean": _dim_method(nanmean), "dist": dist, "sum_to_size": sum_to_size, "renorm": renorm,
 })
 
 _ = Tensor

@@ -292,6 +292,17 @@ OPS = [
            grad_argnums=(0,)),
     OpInfo("logcumsumexp", lambda m, x, d: m.logcumsumexp(x, d), lambda rng, dt: [
         Sample((randn(rng, (3, 4), dt, -5.0, 5.0), 1)), Sample((randn(rng, (4, 2), dt), 0), desc="dim0")]),
+    OpInfo("renorm", lambda m, x, **kw: m.renorm(x, **kw), lambda rng, dt: [
+        Sample((randn(rng, (3, 4), dt),), {"p": 2, "dim": 0, "maxnorm": 1.0}),
+        Sample((randn(rng, (2, 3, 2), dt),), {"p": 1, "dim": 1, "maxnorm": 1.5}, desc="p1_dim1")]),
+    OpInfo("trapezoid", lambda m, y, *x, **kw: m.trapezoid(y, *x, **kw), lambda rng, dt: [
+        Sample((randn(rng, (3, 4), dt),)), Sample((randn(rng, (3, 4), dt),), {"dx": 0.5, "dim": 0}, desc="dx"),
+        Sample((randn(rng, (2, 3), dt), np.array([0.0, 0.5, 2.0], dt)), desc="x1d")], grad_argnums=(0,)),
+    OpInfo("cumulative_trapezoid", lambda m, y, **kw: m.cumulative_trapezoid(y, **kw), lambda rng, dt: [
+        Sample((randn(rng, (3, 4), dt),)), Sample((randn(rng, (3, 4), dt),), {"dx": 2.0, "dim": 0}, desc="dx")]),
+    OpInfo("pdist", lambda m, x, **kw: (m.nn.functional.pdist(x, **kw)), lambda rng, dt: [
+        Sample((randn(rng, (4, 3), dt),)), Sample((randn(rng, (3, 2), dt),), {"p": 1.0}, desc="p1")],
+           gradgrad=False),  # PyTorch has no double backward for pdist
     OpInfo("corrcoef", lambda m, x: m.corrcoef(x), lambda rng, dt: [Sample((randn(rng, (3, 5), dt),))]),
     OpInfo("sum_to_size", lambda m, x: x.sum_to_size(3, 1) * 2.0,
            lambda rng, dt: [Sample((randn(rng, (2, 3, 4), dt),))]),
