@@ -478,9 +478,18 @@ class Tensor:
             out = self.clone()
         return out
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False, **kwargs):
         if dtype is None:
             return f"dyngraph.{_TYPE_NAMES.get(self.dtype.name, 'Tensor')}"
+        if isinstance(dtype, str):   # "torch.DoubleTensor" / "dyngraph.LongTensor" (legacy names)
+            names = {v: k for k, v in _TYPE_NAMES.items()}
+            short = dtype.rsplit(".", 1)[-1]
+            if short not in names:
+                raise ValueError(f"Tensor.type: invalid type {dtype!r}; expected one of "
+                                 f"{sorted(names)} (optionally prefixed by 'torch.')")
+            dtype = getattr(_dt, names[short])
+        elif isinstance(dtype, type):  # a legacy class: x.type(torch.DoubleTensor)
+            dtype = dtype.dtype
         return self.to(dtype)
 
     def float(self) -> Tensor:

@@ -60,3 +60,25 @@ def test_lstm_cell_state_gradient_includes_path_through_h():
     # back from h' (measuring gradient flow through the cell state relies on it).
     for a, b in zip(_lstm_state_grads(dyngraph), _lstm_state_grads(torch), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+def test_autograd_variable_legacy_wrapper():
+    from dyngraph.autograd import Variable
+
+    x = dyngraph.ones(2, requires_grad=True)
+    v = Variable(x * 2)                    # detached from the history, as in PyTorch
+    assert not v.requires_grad and v.grad_fn is None and v.tolist() == [2.0, 2.0]
+    w = Variable(dyngraph.zeros(3), requires_grad=True)
+    assert w.is_leaf and w.requires_grad
+    assert isinstance(dyngraph.ones(1), Variable) and not isinstance(np.ones(1), Variable)
+    with pytest.raises(TypeError, match="Variable data has to be a tensor"):
+        Variable([1.0])
+
+
+def test_type_accepts_legacy_classes_and_names():
+    x = dyngraph.ones(2)
+    for arg_d, arg_t in [(dyngraph.DoubleTensor, torch.DoubleTensor), ("torch.LongTensor", "torch.LongTensor"),
+                         ("torch.ByteTensor", "torch.ByteTensor"), (dyngraph.int32, torch.int32)]:
+        assert str(x.type(arg_d).dtype).split(".")[1] == str(torch.ones(2).type(arg_t).dtype).split(".")[1]
+    with pytest.raises(ValueError, match="Tensor.type: invalid type"):
+        x.type("torch.NoSuchTensor")

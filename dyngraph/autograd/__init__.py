@@ -114,7 +114,8 @@ from . import forward_ad, functional, graph  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly  # noqa: E402,F401
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: E402
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
+from .variable import Variable  # noqa: E402
 
 __all__ += ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable", "functional",
             "gradcheck", "gradgradcheck", "GradcheckError", "detect_anomaly",
-            "set_detect_anomaly", "graph", "forward_ad"]
+            "set_detect_anomaly", "graph", "forward_ad", "Variable"]
