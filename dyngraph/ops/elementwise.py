@@ -604,6 +604,9 @@ nan_to_num_p.defvjp(lambda g, out, x, nan=0.0, posinf=None, neginf=None: g * isf
 
 @primitive("cast", save_inputs=True)
 def cast_p(x, dtype=None):
+    if dtype == np.float16 and x.dtype.itemsize > 2:
+        with np.errstate(over="ignore"):  # out-of-range values become inf silently, as in PyTorch
+            return x.astype(dtype)
     return x.astype(dtype)
 
 

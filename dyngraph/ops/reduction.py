@@ -107,6 +107,8 @@ def mean_p(x, dim=None, keepdim=False, dtype=None):
         n = _count(x.shape, dim)
         if n:  # add.reduce / n: the same pairwise sum as np.mean, less Python around it
             return np.add.reduce(x, axis=dim, keepdims=keepdim) / n
+        # mean over an empty dim is NaN, silently (NumPy would warn)
+        return np.add.reduce(x, axis=dim, keepdims=keepdim) * np.asarray(np.nan, x.dtype)
     return x.mean(axis=dim, keepdims=keepdim, dtype=dtype)
 
 
