@@ -38,7 +38,7 @@ __all__ = [
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
     "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "unfold", "fold",
-    "pixel_shuffle", "pixel_unshuffle", "max_unpool1d", "max_unpool2d",
+    "pixel_shuffle", "pixel_unshuffle", "max_unpool1d", "max_unpool2d", "lp_pool1d", "lp_pool2d",
 ]
 
 
@@ -98,3 +98,32 @@ def pixel_unshuffle(input, downscale_factor: int):  # noqa: A002
     x = reshape(input, lead + (c, h // r, r, w // r, r))
     x = permute(x, *range(n), n, n + 2, n + 4, n + 1, n + 3)
     return reshape(x, lead + (c * r * r, h // r, w // r))
+
+
+def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):  # noqa: A002
+    from ..ops import elementwise as E  # noqa: PLC0415, N812
+
+    k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * nd
+    if len(k) != nd:
+        raise ValueError(f"{op}: kernel_size must be an int or {nd} ints, got {kernel_size!r}")
+    pool = avg_pool1d if nd == 1 else avg_pool2d
+    avg = pool(input ** norm_type, tuple(k), stride, 0, ceil_mode)
+    n = 1
+    for v in k:
+        n *= int(v)
+    # PyTorch's form: sign(avg) * relu(|avg|) keeps odd powers of negative sums defined
+    return (E.sign(avg) * E.relu(E.abs(avg)) * n) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):  # noqa: A002
+    """Power-average pooling: ``(sum over the window of x**p) ** (1/p)`` on (N, C, L) input.
+
+    >>> F.lp_pool1d(dg.tensor([[[3., 4.]]]), 2, 2)
+    tensor([[[5.]]])
+    """
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):  # noqa: A002
+    """Power-average pooling over 2-d windows of an (N, C, H, W) input (see :func:`lp_pool1d`)."""
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)

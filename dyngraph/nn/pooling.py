@@ -14,7 +14,8 @@ from ._conv_common import check_spatial_input
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d"]
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d",
+           "LPPool1d", "LPPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -189,5 +190,38 @@ class MaxUnpool1d(_MaxUnpoolNd):
 
 class MaxUnpool2d(_MaxUnpoolNd):
     """Partial inverse of ``MaxPool2d`` (PyTorch's ``nn.MaxUnpool2d``)."""
+
+    _nd = 2
+
+
+class _LPPoolNd(Module):
+    _nd = 1
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        from . import functional_conv as FC  # noqa: PLC0415, N812
+
+        fn = FC.lp_pool1d if self._nd == 1 else FC.lp_pool2d
+        return fn(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling over windows of length ``kernel_size`` (``F.lp_pool1d``)."""
+
+    _nd = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling over 2-d windows (``F.lp_pool2d``)."""
 
     _nd = 2

@@ -93,6 +93,8 @@ OPS = [
            _s((1, 12, 6))),
     OpInfo("interpolate_linear", lambda m, x: _F(m).interpolate(x, scale_factor=1.5, mode="linear"),
            _s((2, 1, 4))),
+    OpInfo("lp_pool1d", lambda m, x: _F(m).lp_pool1d(x.abs() + 0.1, 2.0, 3, stride=2), _s((1, 2, 7))),
+    OpInfo("lp_pool2d", lambda m, x: _F(m).lp_pool2d(x.abs() + 0.1, 3, (2, 2)), _s((1, 1, 4, 5))),
     OpInfo("interpolate_trilinear", lambda m, x: _F(m).interpolate(x, size=(3, 2, 5), mode="trilinear"),
            _s((1, 2, 2, 3, 4))),
     OpInfo("interpolate_nearest_5d", lambda m, x: _F(m).interpolate(x, scale_factor=(2, 1, 1.5)),
