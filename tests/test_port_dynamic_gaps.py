@@ -82,3 +82,25 @@ def test_type_accepts_legacy_classes_and_names():
         assert str(x.type(arg_d).dtype).split(".")[1] == str(torch.ones(2).type(arg_t).dtype).split(".")[1]
     with pytest.raises(ValueError, match="Tensor.type: invalid type"):
         x.type("torch.NoSuchTensor")
+
+
+def _layers_second_order(T, mode):
+    rng = np.random.default_rng(0)
+    m = getattr(T.nn, mode)(3, 4, num_layers=2, bidirectional=True).double()
+    with T.no_grad():
+        for p in m.parameters():
+            p.copy_(T.tensor(rng.standard_normal(tuple(p.shape)) * 0.3))
+    h, outs = None, []
+    for x in [T.tensor(rng.standard_normal((4, 2, 3))) for _ in range(2)]:
+        o, h = m(x, h)                 # the state is carried over without detach()
+        outs.append(o)
+    ps = list(m.parameters())
+    gs = T.autograd.grad(sum(o.pow(2).sum() for o in outs), ps, create_graph=True)
+    g2 = T.autograd.grad(sum((g * g).sum() for g in gs), ps[1])[0]
+    return [g.detach().numpy() for g in gs] + [g2.numpy()]
+
+
+@pytest.mark.parametrize("mode", ["GRU", "LSTM"])
+def test_layers_with_carried_state_second_order_match_torch(mode):
+    for a, b in zip(_layers_second_order(dyngraph, mode), _layers_second_order(torch, mode), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
