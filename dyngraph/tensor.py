@@ -427,7 +427,7 @@ class Tensor:
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
-        if self._data.ndim == 0 and spec:
+        if self._data.ndim == 0:  # PyTorch formats 0-d tensors as their number: f"{t}" == "3"
             return format(self.item(), spec)
         return repr(self) if not spec else format(repr(self), spec)
 

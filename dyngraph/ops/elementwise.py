@@ -1005,13 +1005,21 @@ def _pos(self):
     return self
 
 
+def _contains(self, element) -> bool:
+    """``element in tensor``: whether any entry equals ``element`` (a number or a tensor)."""
+    if not isinstance(element, (Tensor, int, float, bool)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                           f"{type(element).__name__}")
+    return (self == element).any().item() is True
+
+
 install({
     "__add__": _add, "__radd__": _radd, "__sub__": _sub, "__rsub__": _rsub,
     "__mul__": _mul, "__rmul__": _rmul, "__truediv__": _div, "__rtruediv__": _rdiv,
     "__floordiv__": _fdiv, "__rfloordiv__": _rfdiv, "__mod__": _mod, "__rmod__": _rmod,
     "__pow__": _pow, "__rpow__": _rpow, "__and__": _and, "__rand__": _rand, "__or__": _or,
     "__ror__": _ror, "__xor__": _xor, "__rxor__": _rxor, "__neg__": _neg, "__abs__": _abs,
-    "__invert__": _invert, "__pos__": _pos, "__lshift__": _lshift, "__rlshift__": _rlshift,
+    "__invert__": _invert, "__pos__": _pos, "__contains__": _contains, "__lshift__": _lshift, "__rlshift__": _rlshift,
     "__rshift__": _rshift, "__rrshift__": _rrshift,
     "bitwise_left_shift": bitwise_left_shift, "bitwise_right_shift": bitwise_right_shift,
     "gcd": gcd, "lcm": lcm,

@@ -1112,7 +1112,8 @@ def _unfold_method(self, dimension: int, size: int, step: int):
     return movedim(picked, d + 1, -1)
 
 
-install({"unfold": _unfold_method, "diff": diff})
+install({"unfold": _unfold_method, "diff": diff,
+         "__reversed__": lambda self: flip(self, (0,)) if self._data.ndim else self})  # PyTorch: flip(0)
 
 
 def block_diag(*tensors):
