@@ -49,7 +49,7 @@ from .registry import bind, primitive
 
 __all__ = [
     "index_put", "gather", "scatter", "scatter_add", "scatter_reduce", "index_select",
-    "index_add", "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter",
+    "index_add", "index_copy", "index_fill", "index_reduce", "put", "masked_fill", "masked_select", "masked_scatter",
     "take", "take_along_dim", "nonzero", "argwhere", "topk", "sort", "argsort", "msort",
     "kthvalue", "unique", "searchsorted", "bucketize", "one_hot", "isin", "bincount",
     "quantile", "histc", "unique_consecutive",
@@ -634,7 +634,12 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):  # no
     if reduce is not None:
         if reduce in ("add", "sum"):
             return scatter_add(input, dim, index, src if src is not None else value)
-        raise NotImplementedError(f"scatter(): reduce={reduce!r} is not supported; use scatter_reduce")
+        if reduce == "multiply":
+            src = _scatter_src(input, src, value, "scatter")
+            if not isinstance(src, Tensor):  # a number: one per index entry
+                src = Tensor._make(np.full(index.shape, src, input._data.dtype), False, None, 0)
+            return scatter_reduce(input, dim, index, src, "prod")
+        raise RuntimeError(f"scatter(): reduce argument must be either 'add' or 'multiply', got {reduce!r}")
     src = _scatter_src(input, src, value, "scatter")
     index, d = _check_gather_like("scatter", input, dim, index, src)
     return _bind_light(scatter_p, (input, index, src), {"dim": d}, (0, 2))
@@ -693,8 +698,12 @@ def _scatter_reduce_vjp(argnum, g, out, x, index, src, dim=0, reduce="sum", incl
     if reduce in ("amax", "amin"):
         # the winners share the gradient evenly (PyTorch's rule for ties)
         o = _data(out)
-        hit_x = (_data(x) == o).astype(o.dtype) if include_self else np.zeros_like(o)
         sel = _along(i1, dim)
+        if include_self:
+            hit_x = (_data(x) == o).astype(o.dtype)
+        else:  # positions no index reaches keep x's value: x wins there
+            hit_x = np.ones_like(o)
+            _x1(hit_x)[sel] = 0.0
         hit_s = (_src_block(_data(src), i1) == _x1(o)[sel]).astype(o.dtype)
         n = hit_x.copy()
         np.add.at(_x1(n), sel, hit_s)
@@ -905,6 +914,40 @@ def index_copy(input, dim: int, index, source):  # noqa: A002
     index, d = _check_index_1d("index_copy", input, dim, index)
     source = _src_for("index_copy", input, source, index, d)
     return _bind_light(index_copy_p, (input, index, source), {"dim": d}, (0, 2))
+
+
+def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):  # noqa: A002
+    """Reduce ``source``'s slices into ``input`` at ``index`` along ``dim`` with ``reduce`` in
+    ``"prod" | "mean" | "amax" | "amin"`` (a ``scatter_reduce`` with the index spread over
+    the slice).
+
+    >>> dg.ones(2).index_reduce(0, dg.tensor([0, 0]), dg.tensor([2., 3.]), "prod")
+    tensor([6., 1.])
+    """
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): reduce argument must be one of prod, mean, amax or amin, "
+                           f"got {reduce!r}")
+    index, d = _check_index_1d("index_reduce", input, dim, index)
+    source = _src_for("index_reduce", input, source, index, d)
+    shape = [1] * source._data.ndim
+    shape[d] = -1
+    spread = np.broadcast_to(index._data.reshape(shape), source._data.shape).copy()
+    return scatter_reduce(input, d, Tensor._make(spread, False, None, 0), source, reduce,
+                          include_self=include_self)
+
+
+def put(input, index, source, accumulate: bool = False):  # noqa: A002
+    """A copy of ``input`` with ``source`` written (or added) at the flat (row-major)
+    positions ``index``, as if ``input`` were 1-D.
+
+    >>> dg.zeros(2, 2).put(dg.tensor([3, 0]), dg.tensor([1., 2.]))
+    tensor([[2., 0.],
+            [0., 1.]])
+    """
+    flat = input.reshape(-1)
+    source = source if isinstance(source, Tensor) else Tensor._make(np.asarray(source, input._data.dtype), False, None, 0)
+    res = index_put(flat, (index.reshape(-1),), source.reshape(-1), accumulate)
+    return res.reshape(input.shape)
 
 
 def index_fill(input, dim: int, index, value):  # noqa: A002
@@ -1337,7 +1380,9 @@ install({
     "index_select": _method(index_select), "index_add": _method(index_add),
     "index_copy": _method(index_copy), "index_fill": _method(index_fill),
     "index_add_": _inplace(index_add, "index_add_"), "index_copy_": _inplace(index_copy, "index_copy_"),
-    "index_fill_": _index_fill_,
+    "index_fill_": _index_fill_, "index_reduce": _method(index_reduce),
+    "put": _method(put), "put_": _inplace(put, "put_"),
+    "index_reduce_": _inplace(index_reduce, "index_reduce_"),
     "masked_fill": _method(masked_fill), "masked_fill_": masked_fill_,
     "masked_select": _method(masked_select), "masked_scatter": _method(masked_scatter),
     "masked_scatter_": _inplace(masked_scatter, "masked_scatter_"),
