@@ -104,3 +104,37 @@ def _layers_second_order(T, mode):
 def test_layers_with_carried_state_second_order_match_torch(mode):
     for a, b in zip(_layers_second_order(dyngraph, mode), _layers_second_order(torch, mode), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_torchscript_surface_runs_python_directly():
+    jit = dyngraph.jit
+
+    @jit.script
+    def gate(x, y):
+        return x.sigmoid() * y
+
+    class M(jit.ScriptModule):
+        k: jit.Final[int]
+
+        def __init__(self):
+            super().__init__()
+            self.k = 2
+
+        @jit.script_method
+        def forward(self, x):
+            out = jit.annotate(list, [])
+            for _ in range(self.k):
+                out += [gate(x, x)]
+            return dyngraph.stack(out)
+
+        @jit.ignore(drop=True)
+        def helper(self):
+            return "kept"
+
+    m = jit.script(M())
+    x = dyngraph.tensor([0.5, -1.0], dtype=dyngraph.float64)
+    y = m(x)
+    t = torch.tensor([0.5, -1.0], dtype=torch.float64)
+    np.testing.assert_allclose(y.numpy(), torch.stack([t.sigmoid() * t] * 2).numpy(), rtol=1e-15)
+    assert isinstance(m, dyngraph.nn.Module) and m.helper() == "kept"
+    assert not jit.is_scripting() and not jit.is_tracing() and jit.unused(gate) is gate

@@ -16,6 +16,19 @@ from __future__ import annotations
 from .compiler import CompiledFunction, Variant
 from .executor import GuardFailure
 from .ir import Graph, Node, Sym, Var
+from .script_api import (
+    Final,
+    ScriptFunction,
+    annotate,
+    export,
+    ignore,
+    interface,
+    is_scripting,
+    is_tracing,
+    script,
+    script_method,
+    unused,
+)
 from .scripted import ScriptedGraph, trace
 from .serialize import LoadedGraph, load, save
 from .tracer import Uncapturable
@@ -23,6 +36,8 @@ from .tracer import Uncapturable
 __all__ = [
     "compile", "trace", "load", "save", "CompiledFunction", "ScriptedGraph", "LoadedGraph",
     "Graph", "Node", "Var", "Sym", "Variant", "GuardFailure", "Uncapturable",
+    "script", "script_method", "ScriptModule", "ScriptFunction", "annotate", "ignore", "unused",
+    "export", "interface", "is_scripting", "is_tracing", "Final",
 ]
 
 
@@ -77,3 +92,13 @@ def _explain(self) -> str:
 
 
 CompiledFunction.explain = _explain
+
+
+def __getattr__(name):
+    # ScriptModule subclasses nn.Module: created on first use so that importing dyngraph.jit
+    # (e.g. to load a saved graph) does not import dyngraph.nn.
+    if name == "ScriptModule":
+        from .script_api import _script_module  # noqa: PLC0415
+
+        return _script_module()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
