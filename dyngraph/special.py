@@ -11,15 +11,24 @@ from __future__ import annotations
 import math
 
 from .ops.elementwise import (  # noqa: F401
+    digamma,
     erf,
     erfc,
+    erfinv,
     exp2,
     expm1,
     log1p,
     logit,
+    polygamma,
     round,
     sinc,
     xlogy,
+)
+from .ops.elementwise import (
+    digamma as psi,
+)
+from .ops.elementwise import (
+    lgamma as gammaln,
 )
 from .ops.elementwise import (
     sigmoid as expit,
@@ -28,7 +37,8 @@ from .ops.nn import log_softmax, softmax  # noqa: F401
 from .ops.reduction import logsumexp  # noqa: F401
 
 __all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",
-           "log_softmax", "softmax", "logsumexp", "ndtr"]
+           "log_softmax", "softmax", "logsumexp", "ndtr", "erfinv", "digamma", "psi", "gammaln",
+           "polygamma"]
 
 
 def ndtr(input):  # noqa: A002

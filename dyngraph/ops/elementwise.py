@@ -25,7 +25,8 @@ __all__ = [
     "negative", "pow", "abs", "absolute", "sign", "sgn", "reciprocal", "exp", "exp2", "expm1",
     "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
     "acos", "atan", "atan2", "sinh", "cosh", "tanh", "sigmoid", "relu", "leaky_relu", "elu",
-    "gelu", "silu", "softplus", "erf", "erfc", "erfinv", "copysign", "float_power",
+    "gelu", "silu", "softplus", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma",
+    "isposinf", "isneginf", "copysign", "float_power",
     "logaddexp2", "clamp", "clip", "maximum", "minimum", "fmax",
     "fmin", "where", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "remainder",
     "fmod", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
@@ -345,6 +346,58 @@ def erfinv_p(x):
 
 # d/dx erfinv(x) = sqrt(pi)/2 * exp(erfinv(x)^2)
 erfinv_p.defvjp(lambda g, out, x: g * (math.sqrt(math.pi) / 2.0 * exp_p(out * out)))
+
+
+# The gamma family: lgamma' = digamma, digamma' = polygamma(1), polygamma(n)' = polygamma(n + 1),
+# so every order of derivative is again a primitive of this family.
+@primitive("lgamma", promote="float", save_inputs=True)
+def lgamma_p(x):
+    from scipy.special import gammaln  # noqa: PLC0415
+
+    return gammaln(x).astype(x.dtype, copy=False)
+
+
+@primitive("digamma", promote="float", save_inputs=True)
+def digamma_p(x):
+    from scipy.special import psi  # noqa: PLC0415
+
+    # PyTorch: digamma(0) = -inf (SciPy gives NaN at the pole 0)
+    return np.where(x == 0, -np.inf, psi(x)).astype(x.dtype, copy=False)
+
+
+@primitive("polygamma", promote="float", save_inputs=True)
+def polygamma_p(x, n=1):
+    from scipy.special import polygamma as _pg  # noqa: PLC0415
+
+    return _pg(n, x).astype(x.dtype, copy=False)
+
+
+lgamma_p.defvjp(lambda g, out, x: g * digamma_p(x))
+digamma_p.defvjp(lambda g, out, x: g * polygamma_p(x, n=1))
+polygamma_p.defvjp(lambda g, out, x, n=1: g * polygamma_p(x, n=n + 1))
+
+
+def lgamma(input):  # noqa: A002
+    """``log |Gamma(input)|``.
+
+    >>> dg.lgamma(dg.tensor([1.0, 5.0]))
+    tensor([0.0000, 3.1781])
+    """
+    return bind(lgamma_p, (as_tensor_arg(input, "lgamma"),))
+
+
+def digamma(input):  # noqa: A002
+    """The derivative of :func:`lgamma` (``-inf`` at 0, as PyTorch)."""
+    return bind(digamma_p, (as_tensor_arg(input, "digamma"),))
+
+
+def polygamma(n: int, input):  # noqa: A002
+    """The ``n``-th derivative of :func:`digamma` (``polygamma(0, x) == digamma(x)``)."""
+    if int(n) < 0:
+        raise RuntimeError(f"polygamma(n, x) does not support negative n, got {n}")
+    if int(n) == 0:
+        return digamma(input)
+    return bind(polygamma_p, (as_tensor_arg(input, "polygamma"),), {"n": int(n)})
 
 
 def _erf_np(x):
@@ -668,6 +721,8 @@ isnan_p = _nondiff("isnan", lambda x: np.isnan(x), None)
 isinf_p = _nondiff("isinf", lambda x: np.isinf(x), None)
 isfinite_p = _nondiff("isfinite", lambda x: np.isfinite(x), None)
 signbit_p = _nondiff("signbit", lambda x: np.signbit(x), None)
+isposinf_p = _nondiff("isposinf", lambda x: np.isposinf(x), None)
+isneginf_p = _nondiff("isneginf", lambda x: np.isneginf(x), None)
 
 
 def _int_or_bool(name, fn):
@@ -796,6 +851,7 @@ bitwise_left_shift, bitwise_right_shift = _bin(bitwise_left_shift_p), _bin(bitwi
 gcd, lcm = _bin(gcd_p), _bin(lcm_p)
 bitwise_not = _un(bitwise_not_p)
 isnan, isinf, isfinite, signbit = _un(isnan_p), _un(isinf_p), _un(isfinite_p), _un(signbit_p)
+isposinf, isneginf = _un(isposinf_p), _un(isneginf_p)
 
 
 def square(input):  # noqa: A002
@@ -1189,7 +1245,9 @@ def _install_composites() -> None:
     install({name + "_": inplace_of(name) for name in _INPLACE_FORMS})
     install({"heaviside": heaviside, "asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
              "arccosh": acosh, "arctanh": atanh, "erfinv": erfinv, "copysign": copysign,
-             "float_power": float_power, "logaddexp2": logaddexp2})
+             "float_power": float_power, "logaddexp2": logaddexp2, "lgamma": lgamma,
+             "digamma": digamma, "polygamma": lambda self, n: polygamma(n, self),
+             "isposinf": isposinf, "isneginf": isneginf})
     install({"logit": logit, "addcmul": addcmul, "addcdiv": addcdiv, "clamp_min": clamp_min,
              "clamp_max": clamp_max, "addcmul_": inplace(addcmul, "addcmul_"),
              "addcdiv_": inplace(addcdiv, "addcdiv_"), "clamp_min_": inplace(clamp_min, "clamp_min_"),

@@ -1189,6 +1189,7 @@ install({
     "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
     "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),
     "nanmean": _dim_method(nanmean), "dist": dist, "sum_to_size": sum_to_size, "renorm": renorm,
+    "logcumsumexp": lambda self, dim: logcumsumexp(self, dim),
 })
 
 _ = Tensor

@@ -30,7 +30,7 @@ __all__ = [
     "reshape", "expand", "broadcast_to", "permute", "transpose", "swapaxes", "swapdims", "t",
     "squeeze", "unsqueeze", "flatten", "unflatten", "ravel", "cat", "concat", "concatenate",
     "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack", "split", "chunk", "unbind",
-    "tensor_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll", "tile",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "narrow_copy", "flip", "fliplr", "flipud", "roll", "tile",
     "repeat_interleave", "pad", "clone", "movedim", "moveaxis", "narrow", "select", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_tensors", "diff",
     "broadcast_shapes", "block_diag", "rot90", "cartesian_prod", "combinations",
@@ -666,6 +666,19 @@ def vsplit(input, indices_or_sections):  # noqa: A002
     return tensor_split(input, indices_or_sections, 0)
 
 
+def dsplit(input, indices_or_sections):  # noqa: A002
+    """Split a tensor of 3 or more dims along dim 2 (depth)."""
+    if input._data.ndim < 3:
+        raise RuntimeError(f"torch.dsplit requires a tensor with at least 3 dimension, but got a tensor "
+                           f"with {input._data.ndim} dimensions!")
+    return tensor_split(input, indices_or_sections, 2)
+
+
+def narrow_copy(input, dim: int, start, length: int):  # noqa: A002
+    """:func:`narrow`, as a new tensor (not a view)."""
+    return clone(narrow(input, dim, start, length))
+
+
 @primitive("unbind", meta=True, n_outputs=-1)
 def unbind_p(x, dim=0):
     """The slices of ``x`` along ``dim`` (views), dimension removed."""
@@ -1112,7 +1125,9 @@ def _unfold_method(self, dimension: int, size: int, step: int):
     return movedim(picked, d + 1, -1)
 
 
-install({"unfold": _unfold_method, "diff": diff,
+install({"unfold": _unfold_method, "diff": diff, "dsplit": dsplit, "narrow_copy": narrow_copy,
+         "rot90": lambda self, k=1, dims=(0, 1): rot90(self, k, dims),
+         "is_same_size": lambda self, other: tuple(self.shape) == tuple(other.shape),
          "__reversed__": lambda self: flip(self, (0,)) if self._data.ndim else self})  # PyTorch: flip(0)
 
 

@@ -52,6 +52,8 @@ def run(torch, shared):
     out["any_all"] = [m.any().item(), m.all().item(), torch.tensor([]).bool().all().item(),
                       torch.tensor([]).bool().any().item(), np_of(torch.tensor([[1, 0], [1, 1]]).all(dim=1)),
                       np_of(torch.tensor([[0.0, 0.0], [1.0, 0.0]]).any(dim=1))]
+    inf = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")])
+    out["inf_checks"] = [np_of(torch.isposinf(inf)), np_of(inf.isneginf()), np_of(torch.isinf(inf)), np_of(inf.isfinite())]
     out["gcd"] = [np_of(torch.gcd(torch.tensor([12, -18, 0]), torch.tensor([8, 12, 5])))]
     out["bincount"] = [np_of(torch.bincount(torch.tensor([0, 1, 1, 3]))),
                        np_of(torch.bincount(torch.tensor([0, 1, 1]), minlength=5))]

@@ -62,6 +62,9 @@ def run(torch, shared):
     out["repeat"] = [list(x.repeat(2, 1, 1).shape), list(torch.ones(3).repeat(2, 2).shape),
                      np_of(torch.tensor([1, 2]).repeat_interleave(torch.tensor([2, 3]))),
                      np_of(torch.arange(4).reshape(2, 2).repeat_interleave(2, dim=0)), err(lambda: x.repeat(2))]
+    out["more_splits"] = [[list(p.shape) for p in x.dsplit(2)], [list(p.shape) for p in torch.dsplit(x, [1, 3])],
+                          np_of(x.narrow_copy(1, 1, 2)), x.is_same_size(x.clone()), np_of(x.rot90(1, (1, 2))),
+                          np_of(x.logcumsumexp(2)), err(lambda: torch.dsplit(torch.ones(2, 2), 2))]
     out["tile_roll"] = [list(torch.ones(2, 3).tile((2,)).shape), np_of(torch.arange(6).reshape(2, 3).roll(1, 1)),
                         np_of(torch.arange(6).roll(-2)), np_of(torch.rot90(torch.arange(4).reshape(2, 2)))]
     out["size_api"] = [x.size(-1), x.shape[-2], list(x.size()[1:]), x.shape.numel(), isinstance(x.shape, tuple),

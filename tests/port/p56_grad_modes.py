@@ -19,7 +19,7 @@ def run(torch, shared):
     ema = shared.model(torch, "ema", nn.Linear(4, 1).double())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = {"loss": [], "metric": [], "flags": []}
-    for step in range(4):
+    for _ in range(4):
         loss = ((model(X) - y) ** 2).mean()
         opt.zero_grad()
         loss.backward()

@@ -29,7 +29,9 @@ def run(torch, shared):
         "logcumsumexp": torch.logcumsumexp(a, 0), "frac_trunc": a * 3 - torch.trunc(a * 3).detach(),
         "copysign": torch.copysign(a, b), "float_power": torch.float_power(a.abs(), 1.5),
         "logaddexp": torch.logaddexp(a, b), "logaddexp2": torch.logaddexp2(a, b),
-        "renorm": torch.renorm(a, 2, 0, 1.0), "softsign": torch.nn.functional.softsign(a),
+        "renorm": torch.renorm(a, 2, 0, 1.0), "lgamma": torch.lgamma(a.abs() + 0.1),
+        "digamma": torch.digamma(a.abs() + 0.5), "polygamma": torch.polygamma(1, b.abs() + 0.5),
+        "special": torch.special.gammaln(c.exp()) + torch.special.psi(c.exp()) + torch.special.erfinv(c.tanh() / 2), "softsign": torch.nn.functional.softsign(a),
         "rsqrt": torch.rsqrt(a.abs() + 0.1), "expm1": torch.expm1(a), "square": torch.square(a),
         "amax_ties": torch.cat([a[:, :2], a[:, :2]], 1).amax(1), "max_ties": torch.cat([a, a], 0).max(0).values,
     }
