@@ -24,7 +24,7 @@ __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
     "argmax", "argmin", "aminmax", "median", "var", "std", "var_mean", "std_mean",
     "logsumexp", "norm", "all", "any", "count_nonzero", "nansum", "nanmean", "cummax", "cummin",
-    "dist", "cdist", "cov", "corrcoef", "logcumsumexp", "renorm", "trapezoid", "trapz",
+    "dist", "cdist", "cov", "corrcoef", "logcumsumexp", "renorm", "trapezoid", "trapz", "mode",
     "cumulative_trapezoid",
 ]
 
@@ -674,6 +674,45 @@ def median(input, dim=None, keepdim: bool = False):  # noqa: A002
     return _rt.median(*bind(median_dim_p, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
 
+@primitive("mode", n_outputs=2, meta=True, save_output=True)
+def mode_p(x, dim=0, keepdim=False):
+    _nonempty_dims(x, (dim,), "mode")
+    rows = np.moveaxis(x, dim, -1)
+    flat = rows.reshape(-1, rows.shape[-1])
+    vals = np.empty(flat.shape[0], x.dtype)
+    idx = np.empty(flat.shape[0], np.int64)
+    n = flat.shape[1]
+    for r, row in enumerate(flat):  # one np.unique per row: mode is a rarely hot op
+        u, counts = np.unique(row, return_counts=True)
+        best = u[np.argmax(counts)]  # the smallest of the most frequent values (PyTorch's tie rule)
+        vals[r] = best
+        idx[r] = n - 1 - int(np.argmax(row[::-1] == best))  # its last occurrence, as PyTorch
+    shape = rows.shape[:-1]
+    vals, idx = vals.reshape(shape), idx.reshape(shape)
+    if keepdim:
+        vals, idx = np.expand_dims(vals, dim), np.expand_dims(idx, dim)
+    return vals, idx
+
+
+mode_p.defvjp(_select_rule)
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):  # noqa: A002
+    """``(values, indices)``: the most frequent value along ``dim`` (the smallest one on ties)
+    and the index of its last occurrence.
+
+    >>> dg.mode(dg.tensor([2., 1., 2., 1.]))
+    dyngraph.return_types.mode(
+    values=tensor(1.),
+    indices=tensor(3))
+    """
+    input = as_tensor_arg(input, "mode")  # noqa: A001
+    if input._data.ndim == 0:
+        return _rt.mode(input.clone(), Tensor._make(np.zeros((), np.int64), False, None, 0))
+    d = _wrap_dim(int(dim), input._data.ndim, "mode")
+    return _rt.mode(*bind(mode_p, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
 # ===========================================================================
 # var / std / logsumexp
 # ===========================================================================
@@ -1189,7 +1228,7 @@ install({
     "median": median, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
     "all": all, "any": any, "count_nonzero": count_nonzero, "nansum": _dim_method(nansum),
     "nanmean": _dim_method(nanmean), "dist": dist, "sum_to_size": sum_to_size, "renorm": renorm,
-    "logcumsumexp": lambda self, dim: logcumsumexp(self, dim),
+    "logcumsumexp": lambda self, dim: logcumsumexp(self, dim), "mode": mode,
 })
 
 _ = Tensor

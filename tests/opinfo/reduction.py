@@ -262,6 +262,9 @@ OPS = [
     OpInfo("median_ties", lambda m, x: x.median(), lambda rng, dt: [Sample((_ties(rng, (3, 4), dt),))],
            fd=False),
     OpInfo("median_dim", lambda m, x, **kw: m.median(x, **kw), _max_dim_samples(_distinct)),
+    OpInfo("mode", lambda m, x, **kw: tuple(m.mode(x, **kw)), lambda rng, dt: [
+        Sample((_ties(rng, (3, 6), dt),)), Sample((_ties(rng, (4, 3), dt),), {"dim": 0, "keepdim": True}, desc="dim0"),
+        Sample((np.array(2.5, dt),), desc="0d")], fd=False),
     OpInfo("var", _kw_call("var"), _var_samples),
     OpInfo("std", _kw_call("std"), _var_samples),
     OpInfo("std_zero", _kw_call("std"), _var_zero_samples, fd=False),

@@ -63,6 +63,9 @@ def run(torch, shared):
                         np_of(torch.quantile(t, 0.25, dim=1)), torch.quantile(t, torch.tensor([0.5, 0.9], dtype=torch.float64)).tolist()]
     out["cummax"] = [np_of(torch.cummax(t, 1).values), torch.cummax(t, 1).indices.tolist(),
                      np_of(torch.cummin(t, 0).values), np_of(torch.logcumsumexp(t, 1))]
+    md = torch.mode(t, 1)
+    out["mode"] = [np_of(md.values), md.indices.tolist(), torch.mode(v).values.item(), torch.mode(v).indices.item(),
+                   list(t.mode(0, keepdim=True).values.shape)]
     out["aminmax"] = [np_of(torch.aminmax(t, dim=1).min), np_of(torch.aminmax(t).max)]
     out["int_reduce"] = [i.max().item(), type(i.max().item()).__name__, i.sum().item(), i.prod().item(),
                          dt(i.amax(1)), np_of(i.float().mean(0)), i.argmax().item()]
