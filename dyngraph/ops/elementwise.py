@@ -934,11 +934,19 @@ def where(condition, input=None, other=None):  # noqa: A002
 
         return nonzero(condition, as_tuple=True)
     condition = as_tensor_arg(condition, "where")
-    return bind(where_p, (condition, operand(input), operand(other)))
+    args = (condition, operand(input), operand(other))
+    try:
+        return bind(where_p, args)
+    except ValueError as exc:
+        raise _broadcast_error(exc, "where", *args) from exc
 
 
 def lerp(input, end, weight):  # noqa: A002
-    return bind(lerp_p, (input, operand(end), operand(weight)))
+    args = (input, operand(end), operand(weight))
+    try:
+        return bind(lerp_p, args)
+    except ValueError as exc:
+        raise _broadcast_error(exc, "lerp", *args) from exc
 
 
 def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):  # noqa: A002
@@ -980,19 +988,21 @@ def rad2deg(input):  # noqa: A002
 _FAST = {Tensor, int, float}
 
 
-def _broadcast_error(exc: ValueError, name: str, a, b) -> Exception:
+def _broadcast_error(exc: ValueError, name: str, *operands) -> Exception:
     """PyTorch's RuntimeError for operands whose shapes do not broadcast (NumPy raises
     ValueError); other ValueErrors pass through unchanged."""
     if "broadcast" not in str(exc):
         return exc
-    sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
-    n = max(len(sa), len(sb))
-    pa, pb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
+    shapes = [tuple(getattr(o, "shape", ())) for o in operands]
+    n = max(len(sh) for sh in shapes)
+    padded = [(1,) * (n - len(sh)) + sh for sh in shapes]
     for d in range(n - 1, -1, -1):
-        if pa[d] != pb[d] and 1 not in (pa[d], pb[d]):
+        sizes = [p[d] for p in padded if p[d] != 1]
+        if len(set(sizes)) > 1:
             return RuntimeError(
-                f"{name}: The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) at "
-                f"non-singleton dimension {d} (shapes {list(sa)} and {list(sb)})")
+                f"{name}: The size of tensor a ({sizes[0]}) must match the size of tensor b "
+                f"({sizes[1]}) at non-singleton dimension {d} (shapes "
+                f"{', '.join(str(list(sh)) for sh in shapes)})")
     return RuntimeError(f"{name}: {exc}")
 
 

@@ -39,6 +39,9 @@ def run(torch, shared):
                             err(lambda: conv(torch.ones(1, 3, 2, 2)), "kernel"),
                             err(lambda: conv(torch.ones(3, 5)))]
     out["broadcast"] = [err(lambda: torch.ones(2, 3) + torch.ones(4), "size"),
+                        err(lambda: torch.where(torch.ones(2, 3) > 0, torch.ones(4), 0.0), "size"),
+                        err(lambda: torch.lerp(torch.ones(3), torch.ones(2), 0.5), "size"),
+                        err(lambda: torch.maximum(torch.ones(3), torch.ones(2)), "size"),
                         err(lambda: torch.ones(2, 3).add_(torch.ones(2, 2, 3)))]
     out["item"] = [err(lambda: torch.ones(2).item(), "element"), torch.ones(1, 1).item()]
     w = torch.ones(2, requires_grad=True)
