@@ -357,6 +357,9 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     probs = np.asarray(input._data, dtype=np.float64)
     rng = rng_of(generator)
     rows = probs.reshape(-1, probs.shape[-1])
+    if not np.isfinite(rows).all() or (rows < 0).any() or (rows.sum(axis=1) <= 0).any():
+        raise RuntimeError("multinomial: probability tensor contains either `inf`, `nan` or element < 0, "
+                           "or a row sums to zero")
     out = np.empty((rows.shape[0], num_samples), np.int64)
     for i, row in enumerate(rows):
         if not replacement and num_samples > np.count_nonzero(row):

@@ -200,7 +200,7 @@ class _BatchNorm(_NormBase):
         check_input(input)
         self._check_input_dim(input)
         if input.shape[1] != self.num_features:
-            raise ValueError(
+            raise RuntimeError(  # PyTorch's class for this mistake
                 f"expected {self.num_features} channels in dimension 1 (num_features), got "
                 f"input of shape {list(input.shape)}")
         eaf = 0.0 if self.momentum is None else self.momentum

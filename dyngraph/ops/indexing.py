@@ -603,6 +603,14 @@ def _check_gather_like(op, input, dim, index, src=None):  # noqa: A002
             raise RuntimeError(
                 f"{op}(): Expected index {list(ish)} to be smaller than src {list(src.shape)} "
                 f"at dimension {k}")
+    ia = index._data
+    if ia.size and type(ia) is np.ndarray:
+        # PyTorch accepts no negative indices here (NumPy would wrap them silently)
+        n = xsh[d] if xsh else 1
+        lo, hi = int(ia.min()), int(ia.max())
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"{op}(): index {lo if lo < 0 else hi} is out of bounds for dimension "
+                               f"{d} with size {n}")
     return index, d
 
 
@@ -781,7 +789,7 @@ def _dim_sel(dim, index):
 def _check_index_1d(op, input, dim, index):  # noqa: A002
     index = index if isinstance(index, Tensor) else _index_tensor(index)
     if index._data.dtype.kind not in "iu":
-        raise IndexError(f"{op}(): Expected dtype int32/int64 for index (got {index.dtype})")
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index (got {index.dtype})")
     if index._data.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector (got shape {list(index.shape)})")
     d = _wrap_dim(dim, input._data.ndim, op)

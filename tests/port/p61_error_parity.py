@@ -66,6 +66,12 @@ def run(torch, shared):
     out["embedding_float"] = err(lambda: nn.Embedding(3, 2)(torch.tensor([1.0])))
     out["cat_dtypes_ok"] = str(torch.cat([torch.ones(1), torch.ones(1, dtype=torch.float64)]).dtype).split(".")[-1]
     out["lstm_input"] = err(lambda: nn.LSTM(3, 4)(torch.ones(5, 2, 2)), "input")
+    out["index_ops"] = [err(lambda: torch.gather(torch.ones(2, 2), 1, torch.tensor([[2]])), "out of bounds"),
+                        err(lambda: torch.gather(torch.ones(2, 2), 1, torch.tensor([[-1]]))),
+                        err(lambda: torch.ones(3).index_select(0, torch.tensor([0.0]))),
+                        err(lambda: torch.zeros(3).scatter(0, torch.tensor([5]), 1.0), "out of bounds")]
+    out["bn_channels"] = err(lambda: nn.BatchNorm1d(3)(torch.ones(4, 5)))
+    out["multinomial_neg"] = err(lambda: torch.multinomial(torch.tensor([-1.0, 1.0]), 1))
     out["bn_batch1"] = err(lambda: nn.BatchNorm1d(3)(torch.ones(1, 3)), "more than 1 value")
     out["softmax_no_dim_ok"] = None
     out["reshape_bad"] = err(lambda: torch.ones(6).reshape(4, 2), "shape")
