@@ -53,29 +53,28 @@ class _PadNd(Module):
 
 
 class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
     def extra_repr(self) -> str:
         return f"padding={self.padding}, value={self.value}"
 
 
-class ZeroPad1d(_ConstantPadNd):
-    """Pad the last 1 dim(s) with zeros; ``padding``: an int or (left, right)."""
-
-    _n = 1
-
+class _ZeroPadNd(_PadNd):
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
+
+class ZeroPad1d(_ZeroPadNd):
+    """Pad the last 1 dim(s) with zeros; ``padding``: an int or (left, right)."""
+
+    _n = 1
 
 
 class ConstantPad1d(_ConstantPadNd):
     """Pad the last 1 dim(s) with ``value``; ``padding``: an int or (left, right)."""
 
     _n = 1
-
-    def __init__(self, padding, value: float):
-        super().__init__(padding, value)
 
 
 class ReflectionPad1d(_PadNd):
@@ -96,25 +95,16 @@ class CircularPad1d(_PadNd):
     _n, _mode = 1, "circular"
 
 
-class ZeroPad2d(_ConstantPadNd):
+class ZeroPad2d(_ZeroPadNd):
     """Pad the last 2 dim(s) with zeros; ``padding``: an int or (left, right, top, bottom)."""
 
     _n = 2
-
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
 
 
 class ConstantPad2d(_ConstantPadNd):
     """Pad the last 2 dim(s) with ``value``; ``padding``: an int or (left, right, top, bottom)."""
 
     _n = 2
-
-    def __init__(self, padding, value: float):
-        super().__init__(padding, value)
 
 
 class ReflectionPad2d(_PadNd):
@@ -135,25 +125,16 @@ class CircularPad2d(_PadNd):
     _n, _mode = 2, "circular"
 
 
-class ZeroPad3d(_ConstantPadNd):
+class ZeroPad3d(_ZeroPadNd):
     """Pad the last 3 dim(s) with zeros; ``padding``: an int or (left, right, top, bottom, front, back)."""
 
     _n = 3
-
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
 
 
 class ConstantPad3d(_ConstantPadNd):
     """Pad the last 3 dim(s) with ``value``; ``padding``: an int or (left, right, top, bottom, front, back)."""
 
     _n = 3
-
-    def __init__(self, padding, value: float):
-        super().__init__(padding, value)
 
 
 class ReflectionPad3d(_PadNd):
