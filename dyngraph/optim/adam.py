@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, _buffer, check_options, grad_of, lerp_
+from .optimizer import Optimizer, _buffer, adam_moments_, check_options, grad_of
 
 __all__ = ["Adam", "AdamW"]
 
@@ -60,11 +60,7 @@ class Adam(Optimizer):
                 d *= 1 - lr * wd
             m = st["exp_avg"]._data
             v = st["exp_avg_sq"]._data
-            lerp_(m, g, 1 - beta1)
-            v *= beta2
-            sq = np.multiply(g, g)
-            sq *= 1 - beta2
-            v += sq
+            sq = adam_moments_(m, v, g, beta1, beta2)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
             step_size = lr / bias_correction1

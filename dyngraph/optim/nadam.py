@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, _buffer, check_options, grad_of, lerp_
+from .optimizer import Optimizer, _buffer, adam_moments_, check_options, grad_of
 
 __all__ = ["NAdam"]
 
@@ -57,11 +57,7 @@ class NAdam(Optimizer):
             st["mu_product"] = mu_product = st["mu_product"] * mu
             m = st["exp_avg"]._data
             v = st["exp_avg_sq"]._data
-            lerp_(m, g, 1 - beta1)
-            v *= beta2
-            tmp = np.multiply(g, g)
-            tmp *= 1 - beta2
-            v += tmp
+            tmp = adam_moments_(m, v, g, beta1, beta2)
             denom = np.divide(v, bias_correction2, out=tmp)
             np.sqrt(denom, out=denom)
             denom += eps

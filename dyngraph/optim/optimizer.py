@@ -315,6 +315,18 @@ def lerp_(buf: np.ndarray, target: np.ndarray, weight: float) -> None:
     buf += tmp
 
 
+def adam_moments_(m: np.ndarray, v: np.ndarray, g: np.ndarray, beta1: float, beta2: float) -> np.ndarray:
+    """Adam-family moment updates in place: ``m = lerp(m, g, 1 - beta1)``,
+    ``v = beta2 * v + (1 - beta2) * g * g``.  Returns the ``(1 - beta2) * g * g``
+    temporary so the caller can reuse it as scratch space."""
+    lerp_(m, g, 1 - beta1)
+    v *= beta2
+    sq = np.multiply(g, g)
+    sq *= 1 - beta2
+    v += sq
+    return sq
+
+
 def addcmul_(buf: np.ndarray, a: np.ndarray, b: np.ndarray, value: float) -> None:
     """``buf += value * a * b`` in place."""
     tmp = np.multiply(a, b)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer, _buffer, check_options, grad_of, lerp_
+from .optimizer import Optimizer, _buffer, adam_moments_, check_options, grad_of
 
 __all__ = ["RAdam"]
 
@@ -55,11 +55,7 @@ class RAdam(Optimizer):
                 d *= 1 - lr * wd
             m = st["exp_avg"]._data
             v = st["exp_avg_sq"]._data
-            lerp_(m, g, 1 - beta1)
-            v *= beta2
-            sq = np.multiply(g, g)
-            sq *= 1 - beta2
-            v += sq
+            sq = adam_moments_(m, v, g, beta1, beta2)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
             upd = m / bias_correction1
