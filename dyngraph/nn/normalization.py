@@ -14,6 +14,21 @@ __all__ = ["LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"
            "LocalResponseNorm"]
 
 
+
+def _affine_parameters(module, shape, affine: bool, bias: bool, device, dtype) -> None:
+    """Register ``weight`` (and ``bias``) of the given shape, or None when not affine."""
+    module.register_parameter("weight", new_param(shape, device, dtype) if affine else None)
+    module.register_parameter("bias", new_param(shape, device, dtype) if affine and bias else None)
+
+
+def _reset_affine(module) -> None:
+    """PyTorch's default: weight 1, bias 0."""
+    if module.weight is not None:
+        ones_(module.weight)
+    if module.bias is not None:
+        zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dimensions, then scale and shift.
 
@@ -29,22 +44,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = new_param(self.normalized_shape, device, dtype)
-            if bias:
-                self.bias = new_param(self.normalized_shape, device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            ones_(self.weight)
-            if self.bias is not None:
-                zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         check_input(input)
@@ -97,22 +101,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = new_param((num_channels,), device, dtype)
-            if bias:
-                self.bias = new_param((num_channels,), device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            ones_(self.weight)
-            if self.bias is not None:
-                zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         check_input(input)
