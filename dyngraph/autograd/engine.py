@@ -183,21 +183,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                     # (and do not free) its node, as PyTorch stops there too
                     continue
             grads_in = _run_node(node, g, create_graph, retain_graph, needed)
-            edges = node.edges
-            for i in range(len(edges)):
-                e = edges[i]
-                if e is None:
-                    continue
-                child, nr = e
-                if needed is not None and child not in needed:
-                    continue
-                gi = grads_in[i] if grads_in is not None else None
-                if gi is not None:
-                    _add_to_buffer(buffers, child, nr, gi)
-                left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
-                    ready.append(child)
+            _distribute(node, grads_in, buffers, deps, ready, needed)
     finally:
         STATE.grad_enabled = prev_mode
         STATE.backward_depth -= 1
@@ -227,6 +213,25 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
     return results
 
 
+def _distribute(node, grads_in, buffers, deps, ready, needed) -> None:
+    """Send a node's input gradients along its edges; queue children whose count reaches 0."""
+    edges = node.edges
+    for i in range(len(edges)):
+        e = edges[i]
+        if e is None:
+            continue
+        child, nr = e
+        if needed is not None and child not in needed:
+            continue
+        gi = grads_in[i] if grads_in is not None else None
+        if gi is not None:
+            _add_to_buffer(buffers, child, nr, gi)
+        left = deps[child] - 1
+        deps[child] = left
+        if left == 0:
+            ready.append(child)
+
+
 def _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_only):
     """Plain backward through the C loop; Python callbacks handle the unusual vertices."""
 
@@ -234,17 +239,7 @@ def _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_
         if node.pre_hooks is not None or node.retained is not None:
             g = _run_pre_hooks(node, g, False)
         grads_in = _run_node(node, g, False, retain_graph, None)
-        for i, e in enumerate(node.edges):
-            if e is None:
-                continue
-            child, nr = e
-            gi = grads_in[i] if grads_in is not None else None
-            if gi is not None:
-                _add_to_buffer(buffers, child, nr, gi)
-            left = deps[child] - 1
-            deps[child] = left
-            if left == 0:
-                ready.append(child)
+        _distribute(node, grads_in, buffers, deps, ready, None)
 
     def leaf(v, g):
         _finish_leaf(v, g, False, None, None, accumulate, target_leaf_only)
