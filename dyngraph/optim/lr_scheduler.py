@@ -490,7 +490,23 @@ def _per_group(name: str, optimizer: Optimizer, value) -> list:
     return [value] * len(optimizer.param_groups)
 
 
-class SequentialLR(LRScheduler):
+class _ComposedScheduler(LRScheduler):
+    """Schedulers made of other schedulers: their state dict nests the children's."""
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        subs = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, subs, strict=False):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_ComposedScheduler):
     """Run ``schedulers`` one after another, switching at the ``milestones`` epochs.
 
     >>> warm = LinearLR(opt, start_factor=0.1, total_iters=5)
@@ -534,18 +550,6 @@ class SequentialLR(LRScheduler):
         else:
             sched.step()
         self._last_lr = sched.get_last_lr()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        subs = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, subs, strict=False):
-            s.load_state_dict(sd)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -755,7 +759,7 @@ class CyclicLR(LRScheduler):
             self._scale_fn_custom.__dict__.update(saved_fn)
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_ComposedScheduler):
     """Step several schedulers together, every ``step()``: their (chainable) effects
     multiply, e.g. a constant warm-up factor on top of an exponential decay.
 
@@ -786,18 +790,6 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = _lrs(self._schedulers[-1].optimizer)
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        subs = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, subs, strict=False):
-            s.load_state_dict(sd)
 
 
 __all__ += ["PolynomialLR", "CyclicLR", "ChainedScheduler"]
