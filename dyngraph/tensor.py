@@ -440,27 +440,7 @@ class Tensor:
 
     def to(self, *args, **kwargs) -> Tensor:
         """Convert dtype and/or device: ``t.to(dg.float64)``, ``t.to("cpu")``, ``t.to(other)``."""
-        dtype = kwargs.pop("dtype", None)
-        dev = kwargs.pop("device", None)
-        copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, dev = a.dtype, a.device
-            elif isinstance(a, (_dt.dtype, type)) or (isinstance(a, np.dtype)):
-                dtype = a
-            elif isinstance(a, (str, _device)):
-                if isinstance(a, str) and a in _dt._BY_NAME:
-                    dtype = a
-                else:
-                    dev = a
-            elif isinstance(a, bool):
-                pass
-            else:
-                raise TypeError(f"to() received an invalid argument {a!r}")
+        dtype, dev, copy = parse_to_args(args, kwargs)
         out = self
         if dtype is not None:
             np_dt = _dt.to_numpy_dtype(dtype)
@@ -528,6 +508,37 @@ _TYPE_NAMES = {
     "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
     "uint8": "ByteTensor", "bool": "BoolTensor",
 }
+
+
+def parse_to_args(args, kwargs) -> tuple:
+    """``(dtype, device, copy)`` from the arguments of ``Tensor.to`` / ``Module.to``:
+    a dtype, a device (string, ``dg.device`` or GPU index), another tensor, keywords."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    dev = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, dev = a.dtype, a.device
+        elif isinstance(a, (_dt.dtype, type, np.dtype)):
+            dtype = a
+        elif isinstance(a, str) and a in _dt._BY_NAME:
+            dtype = a
+        elif isinstance(a, (str, _device)):
+            dev = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            dev = f"cuda:{a}"
+        elif isinstance(a, bool):
+            pass  # positional non_blocking / copy flags of older signatures
+        else:
+            raise TypeError(f"to() received an invalid argument {a!r}")
+    if isinstance(dev, int) and not isinstance(dev, bool):
+        dev = f"cuda:{dev}"
+    return dtype, dev, copy
 
 
 def _retains(t) -> bool:

@@ -31,8 +31,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import STATE, no_grad
-from ..backend import device as _device
-from ..tensor import Tensor
+from ..tensor import Tensor, parse_to_args
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
@@ -644,25 +643,7 @@ class Module:
         Only floating-point tensors change dtype (integer buffers such as
         ``num_batches_tracked`` keep theirs), as in PyTorch.
         """
-        dtype = kwargs.pop("dtype", None)
-        dev = kwargs.pop("device", None)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() received an invalid combination of arguments: {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, dev = a.dtype, a.device
-            elif isinstance(a, _dt.dtype) or isinstance(a, np.dtype) or isinstance(a, type):
-                dtype = a
-            elif isinstance(a, str) and a in _dt._BY_NAME:
-                dtype = a
-            elif isinstance(a, (str, _device, int)) and not isinstance(a, bool):
-                dev = a
-            elif isinstance(a, bool):
-                pass
-            else:
-                raise TypeError(f"to() received an invalid argument {a!r}")
+        dtype, dev, _ = parse_to_args(args, kwargs)
         np_dtype = None
         if dtype is not None:
             np_dtype = _dt.to_numpy_dtype(dtype)
@@ -670,8 +651,6 @@ class Module:
                 raise TypeError(
                     "nn.Module.to only accepts floating point or complex dtypes, but got desired "
                     f"dtype={_dt.from_numpy_dtype(np_dtype)}")
-        if isinstance(dev, int):
-            dev = f"cuda:{dev}"
 
         def convert(t: Tensor) -> Tensor:
             out = t
