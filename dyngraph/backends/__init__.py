@@ -1,5 +1,8 @@
 """``dg.backends`` and the runtime switches scripts set in their preamble.
 
+``dg.backends.cudnn``, ``dg.backends.cuda``, ``dg.backends.mps``, ``dg.backends.mkldnn``,
+``dg.backends.openmp`` and ``dg.backends.mkl`` are modules, as in PyTorch, so
+``import torch.backends.cudnn as cudnn`` ports.
 ``dg.backends.cudnn.deterministic = True``, ``dg.backends.cudnn.benchmark = False``,
 ``dg.use_deterministic_algorithms(True)``, ``dg.set_num_threads(1)`` port unchanged.
 dyngraph's computations are deterministic already (NumPy/BLAS on one device), so
@@ -13,18 +16,10 @@ pools (through ``threadpoolctl``, installed with scikit-learn).
 from __future__ import annotations
 
 import os
-import types
 
-__all__ = ["cudnn", "mps", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
+__all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "get_default_device", "set_default_device"]
-
-cudnn = types.SimpleNamespace(
-    enabled=True, deterministic=False, benchmark=False, allow_tf32=True,
-    is_available=lambda: False, version=lambda: None)
-cudnn.__doc__ = "torch.backends.cudnn's flags (recorded; dyngraph has no cuDNN)."
-
-mps = types.SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
 
 _num_threads: int | None = None
 _deterministic = False
@@ -81,15 +76,19 @@ def get_float32_matmul_precision() -> str:
 
 def get_default_device():
     """Where factory functions create tensors: always the CPU (pass ``device=`` per call)."""
-    from .backend import device  # noqa: PLC0415
+    from ..backend import device  # noqa: PLC0415
 
     return device("cpu")
 
 
 def set_default_device(device) -> None:
     """Only the CPU default is available: new tensors go to ``device=`` when given."""
-    from .backend import device as _device  # noqa: PLC0415
+    from ..backend import device as _device  # noqa: PLC0415
 
     if device is not None and _device(device).type != "cpu":
         raise RuntimeError(f"set_default_device: dyngraph creates tensors on the CPU by default; "
                            f"pass device={device!r} to each factory call (or .to(device)) instead")
+
+
+# The flag modules import this package's precision switch, so they come last.
+from . import cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: E402
