@@ -31,53 +31,81 @@ def _fail(msg):
     raise GuardFailure(msg)
 
 
+def _vid(v) -> str:
+    """The source name of SSA value ``v``.
+
+    Only integers ever reach the generated source: names, strings and every other
+    value are held in the function's namespace and referenced by a generated
+    name.  (Graphs come from capture or from files; a file is validated by
+    :mod:`.serialize`, and this check is the second line of defence.)
+    """
+    if type(v) is not int or v < 0:
+        raise TypeError(f"graph value ids must be non-negative integers, got {v!r}")
+    return f"v{v}"
+
+
+def _int(x) -> str:
+    if type(x) is not int:
+        raise TypeError(f"expected an integer in the graph, got {x!r}")
+    return str(x)
+
+
 def _shape_expr(shape) -> str:
     parts = []
     for d in shape:
-        parts.append(f"({d.k}*s{d.c:+d})" if type(d) is Sym else str(int(d)))
+        parts.append(f"({_int(d.k)}*s{d.c:+d})" if type(d) is Sym else _int(int(d)))
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+# guard kind -> expression converting the guarded array to the recorded Python value
+_GUARD_READ = {"bool": "bool({}.reshape(()))", "item": "{}.reshape(()).item()", "tolist": "{}.tolist()"}
+
+
 def generate(graph, name: str = "program"):
-    """Compile ``graph`` to a Python function; returns ``(fn, source)``."""
+    """Compile ``graph`` to a Python function; returns ``(fn, source)``.
+
+    The source holds only generated identifiers, integers and fixed templates;
+    every op name, param key and literal lives in the namespace (``_c``/``_p``/``_f``
+    entries), so nothing a graph carries is ever parsed as code.
+    """
+    if not name.isidentifier():
+        raise ValueError(f"program name {name!r} is not an identifier")
     ns = {"np": np, "_arr": _arr, "_fail": _fail, "_ev": eval_sym}
-    args = [f"v{v}" for v in graph.inputs + graph.captures]
+    args = [_vid(v) for v in graph.inputs + graph.captures]
     lines = [f"def {name}({', '.join(args)}):"]
     body = []
     if graph.dynamic:
         pos, dim = graph.dynamic[0]
-        body.append(f"s = v{graph.inputs[pos]}.shape[{dim}]")
+        body.append(f"s = {_vid(graph.inputs[int(pos)])}.shape[{_int(dim)}]")
     for vid, arr in graph.constants.items():
-        ns[f"v{vid}"] = arr
+        ns[_vid(vid)] = arr
     consts = set(graph.constants)
     guards = {}
     for vid, kind, expected in graph.guards:
+        if kind not in _GUARD_READ:
+            raise ValueError(f"unknown guard kind {kind!r}")
         guards.setdefault(vid, []).append((kind, expected))
     counter = [0]
 
-    def lit(x):
-        if type(x) is Var:
-            return f"v{x.id}"
-        if has_sym(x):
-            k = f"_c{counter[0]}"
-            counter[0] += 1
-            ns[k] = x
-            return f"_ev({k}, s)"
-        if type(x) in (int, float, bool) or x is None:
-            r = repr(x)
-            if r in ("inf", "-inf", "nan"):
-                k = f"_c{counter[0]}"
-                counter[0] += 1
-                ns[k] = x
-                return k
-            return r
+    def const(x) -> str:
         k = f"_c{counter[0]}"
         counter[0] += 1
         ns[k] = x
         return k
 
+    def lit(x):
+        if type(x) is Var:
+            return _vid(x.id)
+        if has_sym(x):
+            return f"_ev({const(x)}, s)"
+        if type(x) is bool or x is None:
+            return repr(x)
+        if type(x) is int:
+            return _int(x)
+        return const(x)
+
     for i, node in enumerate(graph.nodes):
-        outs = ", ".join(f"v{o}" for o in node.outs)
+        outs = ", ".join(_vid(o) for o in node.outs)
         emit = node.emit
         if emit is not None and emit[0] == "view":
             x = lit(node.args[0])
@@ -92,7 +120,7 @@ def generate(graph, name: str = "program"):
                 ns["_bt"] = np.broadcast_to
                 body.append(f"{outs} = _bt({x}, {lit(pv)})")
         elif emit is not None:
-            fname = f"_u_{emit[1]}"
+            fname = f"_u{i}"
             if emit[0] == "ufunc":
                 from .passes.fusion import UFUNCS  # noqa: PLC0415
 
@@ -101,77 +129,65 @@ def generate(graph, name: str = "program"):
                 odt = graph.values[node.outs[0]].dtype
                 # Python scalars as 0-d arrays of the result dtype: same values, and NumPy
                 # skips its (slow) scalar conversion on every call
-                call_args = [lit(a) if type(a) is Var else lit(np.array(a, odt))
+                call_args = [lit(a) if type(a) is Var else const(np.array(a, odt))
                              for a in list(node.args) + list(extra)]
             else:
                 ns[fname] = np.matmul
                 call_args = [lit(a) for a in node.args]
             if emit[2] is not None:
-                call_args.append(f"out=v{emit[2]}")
+                call_args.append(f"out={_vid(emit[2])}")
             body.append(f"{outs} = {fname}({', '.join(call_args)})")
         elif node.op.startswith(VJP_PREFIX):
             ns["_vjp"] = run_vjp
             k = f"_p{i}"
-            ns[k] = node.params
+            ns[k] = dict(node.params)
             call_args = [lit(a) for a in node.args]
             body.append(f"{outs} = _vjp({', '.join(call_args)}, **{k})")
         else:
             prim = REGISTRY[node.op]
-            fname = f"_f_{node.op}"
+            fname = f"_f{i}"
             ns[fname] = prim.impl
             call_args = [lit(a) for a in node.args]
             if node.params:
-                if has_sym(node.params):
-                    k = f"_p{i}"
-                    ns[k] = node.params
-                    call_args.append(f"**_ev({k}, s)")
-                else:
-                    for pk, pv in node.params.items():
-                        call_args.append(f"{pk}={lit(pv)}")
+                # params travel as one namespace dict: their keys never reach the source
+                k = f"_p{i}"
+                ns[k] = dict(node.params)
+                call_args.append(f"**_ev({k}, s)" if has_sym(node.params) else f"**{k}")
             call = f"{fname}({', '.join(call_args)})"
             if len(node.outs) == 1:
                 body.append(f"{outs} = _arr({call})")
             else:
                 body.append(f"{outs}, = {call}")
                 for o in node.outs:
-                    body.append(f"v{o} = _arr(v{o})")
+                    body.append(f"{_vid(o)} = _arr({_vid(o)})")
         if node.check_shape:
+            opname = const(node.op)
             for o in node.outs:
-                shp = graph.values[o].shape
-                body.append(f"if v{o}.shape != {_shape_expr(shp)}: _fail('{node.op} produced shape '"
-                            f" + str(v{o}.shape) + ', the graph expects ' + str({_shape_expr(shp)}))")
+                shp = _shape_expr(graph.values[o].shape)
+                body.append(f"if {_vid(o)}.shape != {shp}: _fail({opname} + ' produced shape '"
+                            f" + str({_vid(o)}.shape) + ', the graph expects ' + str({shp}))")
         for o in node.outs:
             for kind, expected in guards.get(o, ()):
-                k = f"_g{counter[0]}"
-                counter[0] += 1
-                ns[k] = expected
-                if kind == "bool":
-                    test = f"bool(v{o}.reshape(())) != {k}"
-                elif kind == "item":
-                    test = f"v{o}.reshape(()).item() != {k}"
-                else:
-                    test = f"v{o}.tolist() != {k}"
-                body.append(f"if {test}: _fail('guard {kind}(%{o}) == ' + repr({k}) + ' failed')")
+                k = const(expected)
+                test = _GUARD_READ[kind].format(_vid(o)) + f" != {k}"
+                body.append(f"if {test}: _fail('guard {kind}(%{_int(o)}) == ' + repr({k}) + ' failed')")
         for f in getattr(node, "free", ()):
             if f not in consts:
-                body.append(f"del v{f}")
+                body.append(f"del {_vid(f)}")
     # guards on inputs / constants (rare: bool() of an input)
     ins = set(graph.inputs + graph.captures) | consts
     for vid in guards:
         if vid in ins:
             for kind, expected in guards[vid]:
-                k = f"_g{counter[0]}"
-                counter[0] += 1
-                ns[k] = expected
-                conv = {"bool": f"bool(v{vid}.reshape(()))", "item": f"v{vid}.reshape(()).item()",
-                        "tolist": f"v{vid}.tolist()"}[kind]
+                k = const(expected)
+                conv = _GUARD_READ[kind].format(_vid(vid))
                 body.insert(1 if graph.dynamic else 0,
-                            f"if {conv} != {k}: _fail('guard {kind}(%{vid}) failed')")
-    rets = ", ".join("None" if v is None else f"v{v}" for v in graph.outputs)
+                            f"if {conv} != {k}: _fail('guard {kind}(%{_int(vid)}) failed')")
+    rets = ", ".join("None" if v is None else _vid(v) for v in graph.outputs)
     body.append(f"return ({rets}{',' if len(graph.outputs) == 1 else ''})")
     src = "\n".join(lines + ["    " + b for b in body]) + "\n"
     code = compile(src, f"<dyngraph.jit {name}>", "exec")
-    exec(code, ns)  # noqa: S102 - our own generated straight-line code
+    exec(code, ns)  # noqa: S102 - generated from integers and fixed templates only (see _vid)
     return ns[name], src
 
 

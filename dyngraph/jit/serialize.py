@@ -12,21 +12,25 @@ from the file, only primitives looked up by name in this dyngraph's registry.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import warnings
 
 import numpy as np
 
-from ..ops.registry import REGISTRY
 from ..tensor import Tensor
 from .executor import Program
-from .ir import Graph, Node, Sym, ValueInfo, Var
+from .file_schema import GraphFileError, read_graph_document
+from .ir import Graph, Sym, Var
 from .passes import optimize
 
-__all__ = ["save", "load", "LoadedGraph", "FORMAT_VERSION"]
+__all__ = ["save", "load", "LoadedGraph", "GraphFileError", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+# 2: the document and every tensor are covered by a SHA-256 checksum
+FORMAT_VERSION = 2
 _KEY = "dyngraph.jit"
+_SUM_KEY = "dyngraph.jit.sha256"
 
 
 # ---------------------------------------------------------------------------
@@ -68,28 +72,6 @@ def _enc(x):
                     "plain data (numbers, strings, tuples, dtypes)")
 
 
-def _dec(x):
-    if isinstance(x, dict):
-        if "v" in x:
-            return Var(x["v"])
-        if "ellipsis" in x:
-            return Ellipsis
-        if "sym" in x:
-            return Sym(*x["sym"])
-        if "float" in x:
-            return float(x["float"])
-        if "dtype" in x:
-            return np.dtype(x["dtype"])
-        if "tuple" in x:
-            return tuple(_dec(e) for e in x["tuple"])
-        if "list" in x:
-            return [_dec(e) for e in x["list"]]
-        if "dict" in x:
-            return {k: _dec(v) for k, v in x["dict"].items()}
-        raise ValueError(f"unknown encoded value {x!r}")
-    return x
-
-
 def _graph_to_json(g: Graph, tensors: dict, prefix: str) -> dict:
     consts = {}
     for vid, arr in g.constants.items():
@@ -108,29 +90,6 @@ def _graph_to_json(g: Graph, tensors: dict, prefix: str) -> dict:
         "guards": [[vid, kind, _enc(exp)] for vid, kind, exp in g.guards],
         "dynamic": [list(d) for d in g.dynamic],
     }
-
-
-def _graph_from_json(d: dict, tensors: dict, where: str) -> Graph:
-    g = Graph()
-    g.inputs = list(d["inputs"])
-    g.captures = []
-    g.outputs = list(d["outputs"])
-    for v, (shape, dt) in d["values"].items():
-        g.values[int(v)] = ValueInfo(_dec(shape), np.dtype(dt))
-    for v, name in d["constants"].items():
-        if name not in tensors:
-            raise ValueError(f"{where}: the graph refers to tensor {name!r} which the file lacks")
-        g.constants[int(v)] = tensors[name]
-    for n in d["nodes"]:
-        if n["op"] not in REGISTRY and n["op"].split(":", 1)[-1] not in REGISTRY:
-            raise ValueError(f"{where}: the graph uses primitive {n['op']!r}, which this version "
-                             "of dyngraph does not define")
-        g.nodes.append(Node(n["op"], tuple(_dec(a) for a in n["args"]), _dec(n["params"]),
-                            tuple(n["outs"]), check_shape=bool(n.get("check_shape"))))
-    g.guards = [(vid, kind, _dec(exp)) for vid, kind, exp in d.get("guards", [])]
-    g.dynamic = [tuple(x) for x in d.get("dynamic", [])]
-    g._next = max(g.values, default=-1) + 1
-    return g
 
 
 # ---------------------------------------------------------------------------
@@ -171,7 +130,19 @@ def save(traced, path) -> None:
     for k, arr in list(tensors.items()):
         if arr.dtype.kind == "b":
             tensors[k] = arr
-    save_file(tensors, os.fspath(path), metadata={_KEY: json.dumps(doc)})
+    raw = json.dumps(doc)
+    save_file(tensors, os.fspath(path), metadata={_KEY: raw, _SUM_KEY: _checksum(raw, tensors)})
+
+
+def _checksum(raw_doc: str, tensors: dict) -> str:
+    """SHA-256 over the JSON document and every tensor's name, dtype, shape and bytes."""
+    h = hashlib.sha256()
+    h.update(raw_doc.encode("utf-8"))
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name])
+        h.update(f"\0{name}\0{arr.dtype.str}\0{list(arr.shape)}\0".encode())
+        h.update(memoryview(arr.reshape(-1).view(np.uint8)))
+    return h.hexdigest()
 
 
 def _spec_to_json(spec):
@@ -189,15 +160,6 @@ def _spec_to_json(spec):
     if kind == "D":
         return ["D", [[k, _spec_to_json(s)] for k, s in spec[1]]]
     return ["U", [_spec_to_json(s) for s in spec[1]]]
-
-
-def _spec_from_json(spec):
-    kind = spec[0]
-    if kind in ("T", "C"):
-        return (kind, spec[1])
-    if kind == "D":
-        return ("D", tuple((k, _spec_from_json(s)) for k, s in spec[1]))
-    return (kind, tuple(_spec_from_json(s) for s in spec[1]))
 
 
 class LoadedGraph:
@@ -246,7 +208,16 @@ class LoadedGraph:
 
 
 def load(path) -> LoadedGraph:
-    """Load a graph saved by ``ScriptedGraph.save`` (clear errors for damaged files)."""
+    """Load a graph saved by ``ScriptedGraph.save``; no code from the file is ever run.
+
+    The safetensors container, a SHA-256 checksum over the graph document and
+    every tensor, and the document's schema (:mod:`.file_schema`) are all
+    checked before anything is built; any failure raises
+    :class:`GraphFileError` (a ``ValueError``) naming the file.
+
+    >>> g = dg.jit.load("model.dgraph")    # doctest: +SKIP
+    >>> y = g(x)                           # doctest: +SKIP
+    """
     from safetensors import (
         SafetensorError,  # noqa: PLC0415
         safe_open,  # noqa: PLC0415
@@ -256,29 +227,39 @@ def load(path) -> LoadedGraph:
     where = os.fspath(path)
     if not os.path.exists(where):
         raise FileNotFoundError(f"dg.jit.load: no such file: {where}")
+    if not os.path.isfile(where):
+        raise GraphFileError(f"dg.jit.load: {where} is not a regular file")
     try:
         with safe_open(where, framework="numpy") as f:
             meta = f.metadata() or {}
         tensors = load_file(where)
     except (SafetensorError, OSError, ValueError) as exc:
-        raise ValueError(f"dg.jit.load: {where} is not a valid saved graph (corrupt or truncated "
-                         f"safetensors file: {exc})") from exc
+        raise GraphFileError(f"dg.jit.load: {where} is not a valid saved graph (corrupt or truncated "
+                             f"safetensors file: {exc})") from exc
     raw = meta.get(_KEY)
     if raw is None:
-        raise ValueError(f"dg.jit.load: {where} is a safetensors file but holds no dyngraph graph "
-                         f"(metadata key {_KEY!r} missing; was it written by ScriptedGraph.save?)")
+        raise GraphFileError(f"dg.jit.load: {where} is a safetensors file but holds no dyngraph graph "
+                             f"(metadata key {_KEY!r} missing; was it written by ScriptedGraph.save?)")
     try:
         doc = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"dg.jit.load: {where}: the graph description is not valid JSON ({exc})") from exc
-    if doc.get("format") != "dyngraph.jit":
-        raise ValueError(f"dg.jit.load: {where}: unknown format {doc.get('format')!r}")
-    if doc.get("version", 0) > FORMAT_VERSION:
-        raise ValueError(f"dg.jit.load: {where}: format version {doc['version']} is newer than this "
-                         f"dyngraph supports ({FORMAT_VERSION})")
-    try:
-        graph = _graph_from_json(doc["graph"], tensors, where)
-        spec = _spec_from_json(doc["out_spec"])
-    except (KeyError, TypeError, IndexError) as exc:
-        raise ValueError(f"dg.jit.load: {where}: the graph description is incomplete ({exc!r})") from exc
-    return LoadedGraph(graph, spec, doc.get("name", "graph"), where)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise GraphFileError(f"dg.jit.load: {where}: the graph description is not valid JSON "
+                             f"({exc})") from exc
+    if type(doc) is not dict or doc.get("format") != "dyngraph.jit":
+        fmt = doc.get("format") if type(doc) is dict else None
+        raise GraphFileError(f"dg.jit.load: {where}: unknown format {fmt!r}")
+    version = doc.get("version")
+    if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+        raise GraphFileError(f"dg.jit.load: {where}: format version {version!r} is not one this "
+                             f"dyngraph reads (1..{FORMAT_VERSION})")
+    stored = meta.get(_SUM_KEY)
+    if version >= 2:
+        if stored is None or stored != _checksum(raw, tensors):
+            raise GraphFileError(f"dg.jit.load: {where}: checksum mismatch: the file was modified or "
+                                 "damaged after it was saved")
+    else:
+        warnings.warn(f"dg.jit.load: {where} was saved in format version 1, which has no checksum: "
+                      "damage to its weights cannot be detected; save it again to add one",
+                      stacklevel=2)
+    graph, spec, name = read_graph_document(doc, tensors, where)
+    return LoadedGraph(graph, spec, name, where)
