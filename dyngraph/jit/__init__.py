@@ -30,12 +30,12 @@ from .script_api import (
     unused,
 )
 from .scripted import ScriptedGraph, trace
-from .serialize import LoadedGraph, load, save
+from .serialize import GraphFileError, LoadedGraph, load, save
 from .tracer import Uncapturable
 
 __all__ = [
     "compile", "trace", "load", "save", "CompiledFunction", "ScriptedGraph", "LoadedGraph",
-    "Graph", "Node", "Var", "Sym", "Variant", "GuardFailure", "Uncapturable",
+    "Graph", "Node", "Var", "Sym", "Variant", "GuardFailure", "GraphFileError", "Uncapturable",
     "script", "script_method", "ScriptModule", "ScriptFunction", "annotate", "ignore", "unused",
     "export", "interface", "is_scripting", "is_tracing", "Final",
 ]
