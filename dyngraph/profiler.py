@@ -8,12 +8,13 @@
 
 How it measures, and why it costs nothing when off:
 
-* forward: while a profile is active an *interpreter* (``STATE.interpreter``,
-  the dispatcher's one extension point) times every primitive call;
-* backward: the engine's per-node function (``engine._run_node``) is wrapped
-  for the duration of the profile and restored afterwards; nodes created
-  while profiling are flagged so the engine takes that general path for them
-  (backward of a graph built *before* the profile started is not timed);
+* forward: while a profile is active an *interpreter* (an observing
+  :class:`~dyngraph._core.interpreter.Interpreter` pushed on this thread's
+  stack) times every primitive call;
+* backward: the engine calls the interpreter's ``on_backward_node`` hook for
+  each node on its general path; nodes created while profiling are flagged
+  so the engine takes that path for them (backward of a graph built *before*
+  the profile started is not timed);
 * module: the ``nn.Module`` call chain on the Python stack names the module
   that ran each op (``fc1``, ``encoder.layers.0``).
 
@@ -30,8 +31,7 @@ import sys
 import threading
 import time
 
-from .autograd import engine as _engine
-from .autograd.grad_mode import STATE
+from ._core.interpreter import Interpreter, pop, push
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "FunctionEvent", "EventList"]
 
@@ -211,20 +211,13 @@ class EventList(list):
         return a
 
 
-class _ProfInterp:
-    """Forward interpreter: time each primitive call made through ``bind``."""
+class _ProfInterp(Interpreter):
+    """Forward and backward observer: time each primitive call and each backward node."""
 
-    def __init__(self, prof, prev):
+    observer = True
+
+    def __init__(self, prof):
         self.prof = prof
-        self.prev = prev
-
-    def __getattr__(self, name):
-        # Optional interpreter hooks (on_bool, on_item, on_inplace...) belong to the
-        # interpreter underneath (e.g. a graph-capture tracer): pass them through.
-        prev = self.__dict__.get("prev")
-        if prev is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(prev, name)
 
     def process(self, prim, args, params):
         prof = self.prof
@@ -234,48 +227,32 @@ class _ProfInterp:
             shapes = tuple(tuple(a._data.shape) if hasattr(a, "_data") else () for a in args)
         ev = prof._open(prim.name, "forward", module, shapes)
         if prof.with_stack:
-            from .viz.record import user_source  # noqa: PLC0415
+            from .viz.record import user_source  # noqa: PLC0415  (viz sits above the profiler's floor)
 
             ev.source = user_source(sys._getframe(1))
         try:
-            prev = self.prev
-            if prev is not None:
-                out = prev.process(prim, args, params)
-            else:
-                out = _eager(prim, args, params)
+            out = self.process_below(prim, args, params)
         finally:
             prof._close(ev)
         t = out[0] if type(out) is tuple and out else out
         fn = getattr(t, "_fn", None)
         if fn is not None and fn.prim is prim:
-            # Route this node's backward through engine._run_node (the engine's general
-            # path, same results) so the profiled wrapper times it.
+            # Route this node's backward through the engine's general path (same
+            # results), where on_backward_node below times it.
             fn.special = True
             if module is not None:
                 fn.metadata.setdefault("module", module)
         return out
 
-
-def _eager(prim, args, params):
-    from .ops.registry import eager  # noqa: PLC0415
-
-    return eager(prim, args, params)
-
-
-_ORIG_RUN_NODE = _engine._run_node
-
-
-def _profiled_run_node(node, g, create_graph, retain_graph, needed):
-    prof = _ACTIVE[-1] if _ACTIVE else None
-    if prof is None:
-        return _ORIG_RUN_NODE(node, g, create_graph, retain_graph, needed)
-    info = node.info
-    module = info.get("module") if type(info) is dict else None
-    ev = prof._open(node.name(), "backward", module, None)
-    try:
-        return _ORIG_RUN_NODE(node, g, create_graph, retain_graph, needed)
-    finally:
-        prof._close(ev)
+    def on_backward_node(self, node, run):
+        prof = self.prof
+        info = node.info
+        module = info.get("module") if type(info) is dict else None
+        ev = prof._open(node.name(), "backward", module, None)
+        try:
+            return super().on_backward_node(node, run)
+        finally:
+            prof._close(ev)
 
 
 class profile:  # noqa: N801
@@ -349,30 +326,18 @@ class profile:  # noqa: N801
 
         self._scope = ModuleScope()
         self._t0 = _now()
-        self._interp = _ProfInterp(self, STATE.interpreter)
-        STATE.interpreter = self._interp
+        self._interp = push(_ProfInterp(self))
         with _lock:
-            if not _ACTIVE:
-                _engine._run_node = _profiled_run_node
             _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc):
         if not self.enabled:
             return False
-        if STATE.interpreter is self._interp:
-            STATE.interpreter = self._interp.prev
-        else:  # another interpreter was installed on top: unlink ours from the chain
-            interp = STATE.interpreter
-            while interp is not None and getattr(interp, "prev", None) is not self._interp:
-                interp = getattr(interp, "prev", None)
-            if interp is not None:
-                interp.prev = self._interp.prev
+        pop(self._interp)  # unlinks it even when another interpreter was pushed on top
         with _lock:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
-            if not _ACTIVE:
-                _engine._run_node = _ORIG_RUN_NODE
         self._scope.tracker.release()
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)

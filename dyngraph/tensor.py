@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
-from .autograd.grad_mode import STATE
+from ._core.state import STATE, concrete, set_grad
 from .backend import device as _device
 from .backend import device_of, move_to
 
@@ -135,7 +135,7 @@ class Tensor:
                 raise RuntimeError(
                     f"assigned grad has shape {list(value.shape)} but the tensor has shape "
                     f"{list(self.shape)}")
-        self._grad = value
+        set_grad(self, value)
 
     @property
     def is_leaf(self) -> bool:
@@ -315,37 +315,27 @@ class Tensor:
             raise RuntimeError(
                 f"a Tensor with {self._data.size} elements cannot be converted to Scalar "
                 f"(item() needs exactly one element; shape is {list(self.shape)})")
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_item"):
-            return interp.on_item(self)
-        return self._data.reshape(()).item() if type(self._data) is np.ndarray else self._data.item()
+        d = concrete(self, "item")
+        return d.reshape(()).item() if type(d) is np.ndarray else d.item()
 
     def tolist(self):
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_tolist"):
-            return interp.on_tolist(self)
-        return _host(self._data).tolist()
+        return _host(concrete(self, "tolist")).tolist()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The underlying NumPy array (shared, not copied)."""
         if self._rg and not force:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_numpy"):
-            interp.on_numpy(self)
-        if type(self._data) is not np.ndarray:
+        d = concrete(self, "numpy")
+        if type(d) is not np.ndarray:
             if force:
-                return _host(self._data)
+                return _host(d)
             raise TypeError(
                 f"can't convert {self.device} tensor to numpy: use .cpu() to copy it to host memory first")
-        return self._data
+        return d
 
     def __array__(self, dtype=None, copy=None):
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_numpy"):
-            interp.on_numpy(self)
-        a = _host(self._data)
+        a = _host(concrete(self, "numpy"))
         if dtype is not None:
             a = a.astype(dtype, copy=False)
         if copy:
@@ -365,10 +355,7 @@ class Tensor:
             raise RuntimeError(
                 f"Boolean value of Tensor with {self._data.size} elements is ambiguous "
                 f"(shape {list(self.shape)}); use .any() or .all()")
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_bool"):
-            return interp.on_bool(self)
-        return bool(self._data.reshape(()))
+        return bool(concrete(self, "bool").reshape(()))
 
     def __float__(self) -> float:
         if self._data.size != 1:
@@ -419,9 +406,8 @@ class Tensor:
 
     # -- repr -------------------------------------------------------------------
     def __repr__(self) -> str:
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_repr"):
-            interp.on_repr(self)
+        if STATE.interpreter is not None:
+            concrete(self, "repr")  # printing shows values: the interpreter must know
         from .printing import tensor_repr  # noqa: PLC0415
 
         return tensor_repr(self)

@@ -212,19 +212,16 @@ def test_checkpoint_sequential_matches_plain():
 def test_checkpoint_under_an_observing_interpreter():
     seen = []
 
-    class Observer:
-        """Chains to ``prev`` like the profiler's interpreter."""
+    from dyngraph._core.interpreter import Interpreter, interpreting
 
-        def __init__(self, prev):
-            self.prev = prev
+    class Observer(Interpreter):
+        """Watches and hands calls below, like the profiler's interpreter."""
+
+        observer = True
 
         def process(self, prim, args, params):
             seen.append(prim.name)
-            from dyngraph.ops.registry import eager
-
-            return eager(prim, args, params)
-
-    from dyngraph.autograd.grad_mode import STATE
+            return self.process_below(prim, args, params)
 
     x = dg.tensor([1.0, 2.0], requires_grad=True)
     refs = []
@@ -234,11 +231,8 @@ def test_checkpoint_under_an_observing_interpreter():
         refs.append(weakref.ref(a))
         return a * t
 
-    STATE.interpreter = Observer(None)
-    try:
+    with interpreting(Observer()):
         y = checkpoint(f, x, use_reentrant=False)
-    finally:
-        STATE.interpreter = None
     assert "exp" in seen and refs[0]() is None
     y.sum().backward()
     xv = np.array([1.0, 2.0])

@@ -240,30 +240,30 @@ def test_graph_view_shapes_without_recording():
 
 
 def test_record_passes_interpreter_hooks_through():
-    """A capture interpreter underneath keeps seeing its optional hooks (on_bool...)."""
-    from dyngraph.ops.registry import eager
+    """An interpreter underneath keeps seeing the hooks (on_concrete...) through observers."""
+    from dyngraph._core.interpreter import Interpreter, interpreting
 
     seen = []
+    values = []
 
-    class Under:
+    class Under(Interpreter):
         def process(self, prim, args, params):
             seen.append(prim.name)
-            return eager(prim, args, params)
+            return self.process_below(prim, args, params)
 
-        def on_bool(self, t, value):
-            return value
+        def on_concrete(self, t, why):
+            values.append(why)
+            return super().on_concrete(t, why)
 
     under = Under()
-    STATE.interpreter = under
-    try:
+    with interpreting(under):
         with dg.viz.record(), dg.profiler.profile():
             x = dg.randn(3, requires_grad=True)
-            (x * 2).sum()
-            assert STATE.interpreter.on_bool.__self__ is under
+            assert bool((x * 2).sum() < 100)
+            assert STATE.interpreter is not under
         assert STATE.interpreter is under
-    finally:
-        STATE.interpreter = None
-    assert "mul" in seen and "sum" in seen
+    assert STATE.interpreter is None
+    assert "mul" in seen and "sum" in seen and values == ["bool"]
 
 
 def test_saved_tensor_drawn_once_for_all_users():

@@ -25,42 +25,34 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .grad_mode import STATE
+from .._core.interpreter import Interpreter, interpreting
+from .._core.state import STATE
+from .engine import run_backward
 from .graph import Node
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
 
-class _Collector:
-    """An interpreter that computes (eagerly, or through ``prev``) and remembers new nodes.
+class _Collector(Interpreter):
+    """An observing interpreter that computes (handing calls below) and remembers new nodes."""
 
-    ``prev`` follows the chaining convention of observing interpreters (the
-    profiler): calls are handed on to the interpreter that was active before.
-    """
+    observer = True
 
-    __slots__ = ("nodes", "prev")
-
-    def __init__(self, prev=None):
+    def __init__(self):
         self.nodes = weakref.WeakSet()
-        self.prev = prev
 
     def process(self, prim, args, params):
-        prev = self.prev
-        if prev is not None:
-            out = prev.process(prim, args, params)
-        else:
-            from ..ops.registry import eager  # noqa: PLC0415
-
-            out = eager(prim, args, params)
+        out = self.process_below(prim, args, params)
         for t in (out if isinstance(out, tuple) else (out,)):
             fn = getattr(t, "_fn", None)
             if fn is not None:
                 self.nodes.add(fn)
         return out
 
-    def record_node(self, node):
-        """Called by ``Function.apply`` for custom Function nodes made inside ``fn``."""
+    def on_node(self, node):
+        """Custom Function nodes made inside ``fn`` (``Function.apply`` calls this)."""
         self.nodes.add(node)
+        super().on_node(node)
 
 
 def _frontier(outputs, inner):
@@ -120,7 +112,6 @@ class _CheckpointBackward:
     def backward_node(self, node, grads, create_graph):
         from ..random import default_generator  # noqa: PLC0415
         from ..tensor import Tensor  # noqa: PLC0415
-        from .engine import run_backward  # noqa: PLC0415
 
         saved = node.saved
         # (saved is FREED is caught by the engine before we are called)
@@ -207,10 +198,10 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
     if context_fn is not None:
         raise NotImplementedError("checkpoint: context_fn is not supported by dyngraph")
     outer = STATE.interpreter
-    if not STATE.grad_enabled or (outer is not None and not hasattr(outer, "prev")):
-        # Nothing to save (no_grad), or graph capture owns the memory plan: just run.
-        # (Interpreters that only observe and chain to ``prev``, like the profiler, are
-        # kept: the collector hands every call on to them.)
+    if not STATE.grad_enabled or (outer is not None and not outer.observer):
+        # Nothing to save (no_grad), or an interpreter that owns the computation (graph
+        # capture, batching) has its own memory plan: just run.  Observing interpreters
+        # (the profiler) are kept: the collector hands every call on to them.
         return function(*args, **kwargs)
     rng_state = default_generator.rng.bit_generator.state if preserve_rng_state else None
 
@@ -229,12 +220,9 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
             detached.append(a)
             args_info.append(None)
 
-    collector = _Collector(outer)
-    STATE.interpreter = collector
-    try:
+    collector = _Collector()
+    with interpreting(collector):
         out = function(*detached, **kwargs)
-    finally:
-        STATE.interpreter = outer
     is_tuple = isinstance(out, tuple)
     outs = out if is_tuple else (out,)
     diff_outs = [o for o in outs if isinstance(o, Tensor) and o._rg]

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
-from .grad_mode import STATE
+from .._core.state import STATE, set_grad
 from .graph import FREED, Node
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
@@ -54,8 +54,21 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
 
     With ``accumulate=True`` gradients go to leaves' ``.grad`` (restricted to
     ``inputs`` when given); otherwise the gradients for ``inputs`` are returned
-    in order (``autograd.grad``).
+    in order (``autograd.grad``).  The one entry into the engine: an active
+    interpreter sees the call through its ``on_backward`` hook (graph capture
+    traces the rules instead of running them).
     """
+    interp = STATE.interpreter
+    if interp is not None:
+        return interp.on_backward(_backward, roots, root_grads, retain_graph, create_graph,
+                                  inputs, accumulate, allow_unused)
+    return _backward(roots, root_grads, retain_graph, create_graph, inputs, accumulate,
+                     allow_unused)
+
+
+def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
+              accumulate=True, allow_unused=False):
+    """The engine proper (see :func:`run_backward`)."""
     Tensor = _tensor.Tensor
 
     root_edges = []
@@ -368,7 +381,7 @@ def _run_pre_hooks(node, g, create_graph):
             gi = g if node.n_out == 1 else (g[nr] if g is not None else None)
             if t is not None and gi is not None:
                 val = gi if create_graph else _wrap(gi.copy())
-                t._grad = val if t._grad is None else _wrap_sum(t._grad, val, create_graph)
+                set_grad(t, val if t._grad is None else _wrap_sum(t._grad, val, create_graph))
     return g
 
 
@@ -414,7 +427,7 @@ def _accumulate(leaf, g, create_graph):
     """Add ``g`` into ``leaf.grad`` (in place when it is safe, as PyTorch does)."""
     old = leaf._grad
     if create_graph:
-        leaf._grad = g if old is None else old + g
+        set_grad(leaf, g if old is None else old + g)
         return
     if g.shape != leaf._data.shape:
         raise RuntimeError(
@@ -425,9 +438,9 @@ def _accumulate(leaf, g, create_graph):
     if old is None:
         # Copy: the same array may have been handed to several leaves (add's rule
         # returns its incoming gradient unchanged for both inputs).
-        leaf._grad = _wrap(g.copy())
+        set_grad(leaf, _wrap(g.copy()))
     elif old._rg:
-        leaf._grad = _wrap(np.asarray(old._data + g))
+        set_grad(leaf, _wrap(np.asarray(old._data + g)))
     else:
         od = old._data
         if od.flags.writeable and od.dtype == g.dtype:
@@ -449,7 +462,19 @@ def _saved_error(node, kind, index, t, saved_v, now_v):
 
 
 def _run_node(node, g, create_graph, retain_graph, needed):
-    """Compute the gradients for each input edge of ``node`` (None where not needed)."""
+    """Compute the gradients for each input edge of ``node`` (None where not needed).
+
+    An active interpreter sees each node through ``on_backward_node`` (the
+    profiler times it there).
+    """
+    interp = STATE.interpreter
+    if interp is not None:
+        return interp.on_backward_node(
+            node, lambda: _run_node_now(node, g, create_graph, retain_graph, needed))
+    return _run_node_now(node, g, create_graph, retain_graph, needed)
+
+
+def _run_node_now(node, g, create_graph, retain_graph, needed):
     prim = node.prim
     saved = node.saved
     if saved is FREED:

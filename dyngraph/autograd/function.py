@@ -251,8 +251,8 @@ def _apply(cls, args, kwargs):
         node.info = capture_stack()
     ctx._node_ref = weakref.ref(node)
     interp = STATE.interpreter
-    if interp is not None and hasattr(interp, "record_node"):
-        interp.record_node(node)  # e.g. checkpoint's collector: this node is inside its fn
+    if interp is not None:
+        interp.on_node(node)  # e.g. checkpoint's collector: this node is inside its fn
     impl.in_meta = tuple(
         (a._data.shape, a._data.dtype) if need else None for a, need in zip(args, needs, strict=False))
 

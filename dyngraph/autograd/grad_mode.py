@@ -1,14 +1,16 @@
 """Grad-mode switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
 
-All state lives in one thread-local object, :data:`STATE`, which the dispatcher
-reads on every primitive call (one attribute look-up).  Each thread starts with
+All state lives in one thread-local object, :data:`STATE`
+(:mod:`dyngraph._core.state`), which the dispatcher reads on every primitive
+call (one attribute look-up).  Each thread starts with
 gradients enabled, as in PyTorch.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
+
+from .._core.state import STATE
 
 __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
@@ -16,21 +18,6 @@ __all__ = [
 ]
 
 
-class _State(threading.local):
-    """Per-thread dispatch state: grad mode, the active interpreter, anomaly mode."""
-
-    def __init__(self):
-        self.grad_enabled = True
-        self.inference = False
-        self.interpreter = None  # None means eager; graph capture installs a tracer
-        self.anomaly = False
-        self.anomaly_check_nan = True
-        self.saved_hooks = None
-        self.backward_depth = 0  # nesting of running backward passes
-        self.backward_callbacks = None  # run when the outermost backward finishes
-
-
-STATE = _State()
 
 
 def is_grad_enabled() -> bool:

@@ -134,8 +134,13 @@ class Variant:
             out.append(f"{n} captured tensors alive, same objects, same requires_grad")
         for _ref, had in self.cap.grad_guards:
             out.append(f".grad of a leaf is {'set' if had else 'None'}")
-        for vid, kind, expected in self.cap.fwd.guards:
-            out.append(f"{kind}(%{vid}) == {expected!r}")
+        whys = getattr(self.cap, "guard_whys", ())
+        for i, (vid, kind, expected) in enumerate(self.cap.fwd.guards):
+            why = whys[i] if i < len(whys) else None
+            if why is None:
+                out.append(f"{kind}(%{vid}) == {expected!r}")
+            else:
+                out.append(f"values of %{vid} == {expected!r} ({why})")
         return out
 
     # -- replay ------------------------------------------------------------------

@@ -12,15 +12,17 @@ into the SSA :class:`~dyngraph.jit.ir.Graph`.
 * Unknown tensors are *captures*: parameters and tensors that outlive the
   call are read by reference at replay (optimizer updates are seen); tensors
   created inside the call (``dg.zeros(...)``) become constants.
-* ``bool(t)``, ``t.item()``, ``t.tolist()`` become guards checked at replay.
+* ``bool(t)``, ``t.item()``, ``t.tolist()`` and library value reads
+  (``concrete(t, why)``: embedding_bag offsets, one_hot's class count...) reach
+  the tracer through its ``on_concrete`` hook and become guards checked at replay.
 * ``.numpy()``, ``__array__`` and printing values cannot be captured: the
   tracer stops recording and the call finishes eagerly (:class:`Uncapturable`).
 * In-place writes reach the tracer through ``on_inplace`` and become
   side effects (writes into captured tensors) applied after each replay.
-* ``backward()`` / ``autograd.grad`` inside the function run the eager
-  engine with ``create_graph=True``, so the vjp rules (written with
-  primitives) are recorded like any other code; gradients written to
-  ``.grad`` become side effects too.
+* ``backward()`` / ``autograd.grad`` inside the function reach the tracer
+  through ``on_backward``: the vjp rules (written with primitives) are traced
+  like any other code; gradients written to ``.grad`` (``on_set_grad``) and
+  optimizer steps (``on_optimizer_step``) become side effects too.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import weakref
 
 import numpy as np
 
-from .. import autograd as _autograd
-from ..autograd.grad_mode import STATE
+from .._core.interpreter import Interpreter, interpreting
+from .._core.state import STATE
 from ..autograd.graph import Node as _ANode
 from ..ops.registry import REGISTRY, eager, promote_arrays
 from ..tensor import Tensor
@@ -46,62 +48,6 @@ _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "poiss
 def is_random(op: str) -> bool:
     """Primitives that draw random numbers are never folded, merged or removed."""
     return any(w in op for w in _RANDOM_WORDS)
-
-
-class _GradSlot:
-    """Stands in for ``Tensor._grad`` during a trace so ``.grad`` assignments are seen.
-
-    (Optimizers' ``zero_grad`` write the slot directly; the wrapper forwards every
-    read and write to the real slot and only notifies the tracer of this thread.)
-    """
-
-    def __init__(self, slot):
-        self.slot = slot
-
-    def __get__(self, obj, typ=None):
-        if obj is None:
-            return self
-        return self.slot.__get__(obj, typ)
-
-    def __set__(self, obj, value):
-        interp = STATE.interpreter
-        if interp is not None and hasattr(interp, "on_set_grad"):
-            interp.on_set_grad(obj, value)
-        self.slot.__set__(obj, value)
-
-
-_GRAD_SLOT = Tensor.__dict__["_grad"]
-_GRAD_WRAPPER = _GradSlot(_GRAD_SLOT)
-_ACTIVE = [0]
-
-
-_OPT = {}
-
-
-def _patch_optimizer():
-    """Route ``Optimizer.step`` through the tracer (only if dyngraph.optim is in use)."""
-    import sys  # noqa: PLC0415
-
-    mod = sys.modules.get("dyngraph.optim.optimizer")
-    if mod is None or "step" in _OPT:
-        return
-    orig = mod.Optimizer.step
-    _OPT["step"] = (mod.Optimizer, orig)
-
-    def step(self, closure=None):
-        interp = STATE.interpreter
-        if closure is None and isinstance(interp, Tracer):
-            return interp.on_optimizer_step(self, lambda: orig(self))
-        return orig(self, closure)
-
-    step.__doc__ = orig.__doc__
-    mod.Optimizer.step = step
-
-
-def _unpatch_optimizer():
-    ent = _OPT.pop("step", None)
-    if ent is not None:
-        ent[0].step = ent[1]
 
 
 class Uncapturable(Exception):  # noqa: N818
@@ -152,8 +98,13 @@ def unflatten(spec, leaves):
 # the interpreter
 # ---------------------------------------------------------------------------
 
-class Tracer:
-    """Records primitive calls into a :class:`Graph` while computing them eagerly."""
+class Tracer(Interpreter):
+    """Records primitive calls into a :class:`Graph` while computing them eagerly.
+
+    The graph-capture interpreter (see :mod:`dyngraph._core.interpreter`): it
+    owns the computation (``observer = False``), so it computes each call with
+    :func:`eager` itself instead of handing it below, and it answers every hook.
+    """
 
     def __init__(self):
         self.fwd = Graph()
@@ -174,7 +125,7 @@ class Tracer:
         self.grad_state = {}           # id(leaf) -> vid of the .grad value read by reference
         self.grad_at_capture = {}      # id(param) -> its .grad object when first seen
         self.grad_written = set()      # id(leaf) whose .grad the function assigned
-        self._own_write = False
+        self.guard_whys = []           # parallel to fwd.guards: the library's reason, or None
         self.stepped = set()           # ids of parameters an optimizer updated
         self.pending_data = {}         # capture position -> data when first seen
 
@@ -341,48 +292,46 @@ class Tracer:
             self.recording = False
             self.reason = reason
 
-    def _guard(self, t, kind, value):
+    def _guard(self, t, kind, value, why=None):
         if not self.recording:
             return
+        what = f"{kind}()" if why is None else why
         try:
             vid = self.lookup(t)
         except Uncapturable as exc:
-            self.stop(str(exc))
+            self.stop(f"{what}: {exc}")
             return
         if self.graph is not self.fwd:
-            self.stop(f"{kind}() on a value computed while differentiating")
+            self.stop(f"{what} on a value computed while differentiating")
             return
         self.fwd.guards.append((vid, kind, value))
+        self.guard_whys.append(why)
 
-    def on_bool(self, t):
-        value = bool(t._data.reshape(()))
-        self._guard(t, "bool", value)
-        return value
-
-    def on_item(self, t):
-        value = t._data.reshape(()).item()
-        self._guard(t, "item", value)
-        return value
-
-    def on_tolist(self, t):
-        value = np.asarray(t._data).tolist()
-        self._guard(t, "tolist", value)
-        return value
-
-    def on_numpy(self, t):
-        self.stop(f"the NumPy array of a tensor (shape {list(t.shape)}) was taken "
-                  "(.numpy() / np.asarray): NumPy code on it cannot be captured")
+    def on_concrete(self, t, why):
+        """A value is needed: guard on it (replays check it) or stop recording."""
+        d = t._data
+        if why == "numpy":
+            self.stop(f"the NumPy array of a tensor (shape {list(t.shape)}) was taken "
+                      "(.numpy() / np.asarray): NumPy code on it cannot be captured")
+        elif why == "repr":
+            self.stop(f"the values of a tensor (shape {list(t.shape)}) were printed")
+        elif why == "bool":
+            self._guard(t, "bool", bool(d.reshape(())))
+        elif why == "item":
+            self._guard(t, "item", d.reshape(()).item())
+        elif why == "tolist":
+            self._guard(t, "tolist", np.asarray(d).tolist())
+        else:
+            # a library decision (offsets, a class count...): every value takes part
+            self._guard(t, "tolist", np.asarray(d).tolist(), why)
+        return d
 
     def on_set_grad(self, t, value):
-        """``t.grad = value`` (or ``p._grad = None`` in ``zero_grad``) during the trace."""
-        try:
-            _GRAD_SLOT.__get__(t, Tensor)
-        except AttributeError:
-            return  # a tensor being constructed
+        """``t.grad = value`` (or ``set_grad(p, None)`` in ``zero_grad``) during the trace."""
         if not (t._rg and t._fn is None):
             return  # only leaves that require grad accumulate gradients
         self.grad_written.add(id(t))
-        if self._own_write or not self.recording:
+        if not self.recording:
             return
         if value is not None and not self._known(value) and (self.in_backward or value._fn is None):
             # a gradient array the tracer did not see being computed (a backward path
@@ -417,9 +366,6 @@ class Tracer:
                 self.env[id(p)] = (ent[0], p, -1)
             self.stepped.add(id(p))
         return out
-
-    def on_repr(self, t):
-        self.stop(f"the values of a tensor (shape {list(t.shape)}) were printed")
 
     def on_inplace(self, t, value):
         """``t``'s buffer now holds ``value`` (a Tensor, broadcast/cast, or a number)."""
@@ -473,8 +419,8 @@ class Tracer:
         self.data_env[id(t._data)] = (vid, t, _version(t))
 
     # -- backward inside the traced function ----------------------------------------
-    def run_backward(self, orig, roots, root_grads, retain_graph, create_graph, inputs=None,
-                     accumulate=True, allow_unused=False):
+    def on_backward(self, orig, roots, root_grads, retain_graph, create_graph, inputs=None,
+                    accumulate=True, allow_unused=False):
         """``backward()`` / ``autograd.grad`` inside the traced function (see :mod:`.autodiff`)."""
         if not self.recording:
             return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
@@ -537,11 +483,9 @@ class Tracer:
             if tuple(g._data.shape) != tuple(leaf._data.shape):
                 raise Uncapturable("gradient shape differs from the leaf's shape")
             new = g if old is None else old + g
-            self._own_write = True
-            try:
-                leaf._grad = self._detached(new)
-            finally:
-                self._own_write = False
+            # the tracer's own write: recorded as the effect below, not through set_grad
+            self.grad_written.add(id(leaf))
+            leaf._grad = self._detached(new)
             self.effects.append(("grad", leaf, self.lookup(new)))
         return None
 
@@ -616,6 +560,7 @@ class Capture:
         self.reason = None            # why this call was not capturable
         self.results = None           # what the traced call returned (real tensors)
         self.rng_used = False
+        self.guard_whys = []          # parallel to fwd.guards: why the library read the value
 
 
 def _has_ndarray(obj) -> bool:
@@ -655,29 +600,8 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True, watch
         tr.fwd.inputs.append(vid)
         tr.bind_tensor(t, vid)
     rng0 = _rng_state()
-    orig = _autograd.run_backward
-
-    def patched(*a, **k):
-        interp = STATE.interpreter
-        if interp is tr:
-            return tr.run_backward(orig, *a, **k)
-        return orig(*a, **k)
-
-    prev = STATE.interpreter
-    STATE.interpreter = tr
-    _autograd.run_backward = patched
-    _ACTIVE[0] += 1
-    Tensor._grad = _GRAD_WRAPPER
-    _patch_optimizer()
-    try:
+    with interpreting(tr):
         result = fn(*args, **kwargs)
-    finally:
-        STATE.interpreter = prev
-        _autograd.run_backward = orig
-        _ACTIVE[0] -= 1
-        if not _ACTIVE[0]:
-            Tensor._grad = _GRAD_SLOT
-            _unpatch_optimizer()
     cap.results = result
     cap.rng_used = _rng_state() != rng0
     for t, v0 in watched:
@@ -690,13 +614,11 @@ def capture(fn, args: tuple, kwargs: dict, *, build_backward: bool = True, watch
     if not tr.recording:
         cap.reason = tr.reason
         return cap
-    STATE.interpreter = tr
     try:
-        _finish(tr, cap, result, leaves, build_backward, fn)
+        with interpreting(tr):
+            _finish(tr, cap, result, leaves, build_backward, fn)
     except Uncapturable as exc:
         cap.reason = str(exc)
-    finally:
-        STATE.interpreter = prev
     if not tr.recording and cap.reason is None:
         cap.reason = tr.reason
     return cap
@@ -780,6 +702,7 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
                 raise Uncapturable("the .grad read by backward() was computed inside the call")
             cap.grad_state.append((weakref.ref(leaf), fwd.captures.index(vid)))
     cap.capture_grad_slots = {pos: ref for ref, pos in cap.grad_state}
+    cap.guard_whys = list(tr.guard_whys)
 
 
 def _referenced_elsewhere(t, ours, cells) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as _dt
+from .._core.state import set_grad
 from ..autograd.grad_mode import STATE, no_grad
 from ..tensor import Tensor, parse_to_args
 from .parameter import Buffer, Parameter
@@ -602,11 +603,11 @@ class Module:
             if g is None:
                 continue
             if set_to_none:
-                p._grad = None
+                set_grad(p, None)
             else:
                 if g._fn is not None:
                     g = g.detach()
-                    p._grad = g
+                    set_grad(p, g)
                 g._rg = False
                 g._data[...] = 0
 
@@ -621,7 +622,7 @@ class Module:
                     continue
                 p._data = fn(p)._data  # keep the Parameter object (optimizers hold it)
                 if p._grad is not None:
-                    p._grad = Tensor._make(fn(p._grad)._data, False, None, 0)
+                    set_grad(p, Tensor._make(fn(p._grad)._data, False, None, 0))
             for name, b in self._buffers.items():
                 if b is not None:
                     new = fn(b)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from .._core.state import STATE, note_inplace
 from ..tensor import Tensor
 from . import elementwise as E
 from ._util import install, operand
@@ -41,10 +41,8 @@ def bump_version(t: Tensor) -> None:
 
 
 def _notify(t: Tensor, value) -> None:
-    """Tell an active graph-capture interpreter that ``t`` now holds ``value``."""
-    interp = STATE.interpreter
-    if interp is not None and hasattr(interp, "on_inplace"):
-        interp.on_inplace(t, value)
+    """Tell an active interpreter that ``t`` now holds ``value`` (its ``on_inplace`` hook)."""
+    note_inplace(t, value)
 
 
 def apply_inplace(self: Tensor, compute, op: str) -> Tensor:

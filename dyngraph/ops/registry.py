@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import dtypes as _dt
-from ..autograd.grad_mode import STATE
+from .._core.state import STATE
 
 __all__ = ["Primitive", "primitive", "bind", "REGISTRY", "EMPTY"]
 

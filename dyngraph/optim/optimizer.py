@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._core.state import STATE, set_grad
 from ..autograd.grad_mode import enable_grad
 from ..ops.inplace import bump_version
 from ..tensor import Tensor
@@ -133,16 +134,26 @@ class Optimizer:
                 if g is None:
                     continue
                 if set_to_none:
-                    p._grad = None
+                    set_grad(p, None)
                 else:
                     if g._fn is not None:
-                        p._grad = g = Tensor._make(g._data, False, None, 0)
+                        g = Tensor._make(g._data, False, None, 0)
+                        set_grad(p, g)
                     g._data.fill(0)
                     bump_version(g)
 
     # -- stepping ---------------------------------------------------------------
     def step(self, closure: Callable[[], Any] | None = None):
-        """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss."""
+        """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss.
+
+        An active interpreter sees a step without closure through its
+        ``on_optimizer_step`` hook (graph capture replays it after the program).
+        """
+        if closure is None and STATE.interpreter is not None:
+            return STATE.interpreter.on_optimizer_step(self, self._step_now)
+        return self._step_now(closure)
+
+    def _step_now(self, closure: Callable[[], Any] | None = None):
         loss = None
         if closure is not None:
             with enable_grad():

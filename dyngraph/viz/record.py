@@ -29,7 +29,8 @@ import os
 import sys
 import threading
 
-from ..autograd.grad_mode import STATE
+from .._core.interpreter import Interpreter, pop, push, stack
+from .._core.state import STATE
 
 __all__ = ["record", "record_source", "is_recording", "ModuleScope", "user_source"]
 
@@ -144,28 +145,17 @@ class _ModuleTracker:
         self.calls = []
 
 
-class _Recorder:
-    """Interpreter that runs each call (through the previous interpreter, if any) and annotates it."""
+class _Recorder(Interpreter):
+    """Observing interpreter: runs each call (handing it below) and annotates its node."""
 
-    def __init__(self, prev, source: bool, modules: bool):
-        self.prev = prev
+    observer = True
+
+    def __init__(self, source: bool, modules: bool):
         self.source = source
         self.modules = ModuleScope() if modules else None
 
-    def __getattr__(self, name):
-        # Optional interpreter hooks (on_bool, on_item, on_inplace...) belong to the
-        # interpreter underneath (e.g. a graph-capture tracer): pass them through.
-        prev = self.__dict__.get("prev")
-        if prev is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(prev, name)
-
     def process(self, prim, args, params):
-        prev = self.prev
-        if prev is not None:
-            out = prev.process(prim, args, params)
-        else:
-            out = _eager(prim, args, params)
+        out = self.process_below(prim, args, params)
         t = out
         if type(out) is tuple:
             t = next((o for o in out if getattr(o, "_fn", None) is not None), None)
@@ -204,19 +194,13 @@ class ModuleScope:
         return calls[-1][0] if calls else None
 
 
-def _eager(prim, args, params):
-    from ..ops.registry import eager  # noqa: PLC0415
-
-    return eager(prim, args, params)
-
-
 def is_recording() -> bool:
     """True while a :func:`record` block is active in this thread."""
     interp = STATE.interpreter
     while interp is not None:
         if isinstance(interp, _Recorder):
             return True
-        interp = getattr(interp, "prev", None)
+        interp = interp.prev
     return False
 
 
@@ -241,14 +225,12 @@ class record:  # noqa: N801  (a context manager, lower-case like dg.no_grad)
         self._interp = None
 
     def __enter__(self):
-        self._interp = _Recorder(STATE.interpreter, self.source, self.modules)
-        STATE.interpreter = self._interp
+        self._interp = push(_Recorder(self.source, self.modules))
         return self
 
     def __exit__(self, *exc):
         interp = self._interp
-        if STATE.interpreter is interp:
-            STATE.interpreter = interp.prev
+        pop(interp)
         if interp.modules is not None:
             interp.modules.tracker.release()
         return False
@@ -295,12 +277,6 @@ class record_source:  # noqa: N801
 
 def _stop_all_recorders():
     """Remove recorders from the interpreter chain, keeping other interpreters in place."""
-    while isinstance(STATE.interpreter, _Recorder):
-        STATE.interpreter = STATE.interpreter.prev
-    interp = STATE.interpreter
-    while interp is not None:
-        nxt = getattr(interp, "prev", None)
-        if isinstance(nxt, _Recorder):
-            interp.prev = nxt.prev
-            continue
-        interp = nxt
+    for interp in stack():
+        if isinstance(interp, _Recorder):
+            pop(interp)
