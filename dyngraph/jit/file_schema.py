@@ -38,6 +38,7 @@ _MAX_DEPTH = 32
 _MAX_STR = 512
 _MAX_ID = 2**31 - 1
 _MAX_ITEMS = 10_000_000
+_MAX_DIM = 2**40
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _NAME = re.compile(r"[A-Za-z_<>][A-Za-z0-9_.<>\- ]{0,199}\Z")
 _GUARD_KINDS = frozenset({"bool", "item", "tolist"})
@@ -142,10 +143,18 @@ class _Reader:
 
     def shape(self, x, field: str) -> tuple:
         dims = self.value(x, field)
-        if type(dims) is not tuple or not all(
-                (type(d) is int and d >= 0) or type(d) is Sym for d in dims):
-            self.fail(field, f"a shape is a tuple of non-negative integers or size symbols, got {_show(x)}")
+        if type(dims) is not tuple or len(dims) > 64 or not all(
+                (type(d) is int and 0 <= d <= _MAX_DIM) or type(d) is Sym for d in dims):
+            self.fail(field, f"a shape is a tuple of integers in [0, 2**40] or size symbols, got {_show(x)}")
         return dims
+
+    def arg(self, x, field: str):
+        """A positional argument: a value reference or a number (never text)."""
+        a = self.value(x, field)
+        if not (type(a) in (Var, int, float, bool) or a is None or
+                (type(a) is tuple and all(type(e) in (int, float, bool) for e in a))):
+            self.fail(field, f"arguments are value references or numbers, got {_show(x)}")
+        return a
 
     def params(self, x, op: str, field: str) -> dict:
         ps = self.value(x, field)
@@ -213,6 +222,18 @@ def _accepted_params(op: str) -> set | None:
         return None
     return {name for name, p in sig.parameters.items()
             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+
+
+def _check_call(r: _Reader, op: str, args: tuple, params: dict, field: str) -> None:
+    """The node's arguments and params fit the primitive's impl signature."""
+    try:
+        sig = inspect.signature(REGISTRY[op].impl)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args, **params)
+    except TypeError as exc:
+        r.fail(field, f"arguments do not fit primitive {op!r}: {exc}")
 
 
 _VJP_PARAMS = {"prim", "argnum", "n_g", "n_out", "kinds", "params"}
@@ -285,9 +306,10 @@ def read_graph_document(doc, tensors: dict, where: str):
         base = op[len(VJP_PREFIX):] if op.startswith(VJP_PREFIX) else op
         if base not in REGISTRY:
             r.fail(field, f"the graph uses primitive {op!r}, which this version of dyngraph does not define")
-        args = tuple(r.value(a, f"{field}.args") for a in r.list_(n.get("args"), f"{field}.args"))
+        args = tuple(r.arg(a, f"{field}.args") for a in r.list_(n.get("args"), f"{field}.args"))
         if not op.startswith(VJP_PREFIX):
             params = r.params(n.get("params", {"dict": {}}), op, f"{field}.params")
+            _check_call(r, op, args, params, field)
         else:
             params = r.value(n.get("params"), f"{field}.params")
             if type(params) is not dict or set(params) - _VJP_PARAMS or params.get("prim") not in REGISTRY:

@@ -203,7 +203,11 @@ class LoadedGraph:
             arrays.append(a)
         if len(inputs) != len(self.graph.inputs):
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} inputs, got {len(inputs)}")
-        outs = self.program.fwd(*arrays)
+        try:
+            outs = self.program.fwd(*arrays)
+        except Exception as exc:  # the graph came from a file: say which one failed, and where
+            raise RuntimeError(f"{self.name} (loaded from {self.path}): running the saved graph "
+                               f"failed: {type(exc).__name__}: {exc}") from exc
         return unflatten(self.out_spec, [Tensor._make(np.asarray(o), False, None, 0) for o in outs])
 
 
