@@ -152,7 +152,7 @@ def test_atomic_write_survives_failure_mid_write(tmp_path, monkeypatch):
 
     def failing(fh, data):
         calls["n"] += 1
-        if calls["n"] == 3:          # header written, then half of the first tensor, then "crash"
+        if calls["n"] == 2:          # header written, then half of the first tensor, then "crash"
             fh.write(bytes(data)[: len(bytes(data)) // 2])
             raise OSError("disk full (simulated)")
         real(fh, data)
