@@ -57,6 +57,13 @@ OPS = [
     OpInfo("rdiv_scalar", lambda m, x: 2.0 / x, _unary_samples(_away_from_zero)),
     OpInfo("neg", lambda m, x: -x, U),
     OpInfo("pow_scalar", lambda m, x: x ** 3, U),
+    # the product/sqrt kernels of small scalar exponents (ops/elementwise.py: _float_scalar_pow)
+    OpInfo("pow_int_even", lambda m, x: m.pow(x, 4.0), U),
+    OpInfo("pow_int_odd", lambda m, x: x ** 5, U),
+    OpInfo("pow_neg_two", lambda m, x: x ** -2, _unary_samples(_away_from_zero)),
+    OpInfo("pow_neg_one", lambda m, x: x ** -1.0, _unary_samples(_away_from_zero)),
+    OpInfo("pow_half", lambda m, x: x ** 0.5, _unary_samples(positive)),
+    OpInfo("pow_neg_half", lambda m, x: x ** -0.5, _unary_samples(positive)),
     OpInfo("pow_frac", lambda m, x: x ** 2.5, _unary_samples(positive)),
     OpInfo("pow_tensor", lambda m, x, y: m.pow(x, y), _binary_samples(positive)),
     OpInfo("rpow_scalar", lambda m, x: 2.0 ** x, U),
