@@ -1187,3 +1187,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if nd == 3:  # depth: bring it next to the end, weight it like the height, move it back
         y = transpose(matmul(make(sp[0], out[0], scales[0], ac, dt), transpose(y, 2, 3)), 2, 3)
     return y
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_conv():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    by_weight = b.merge_leading(lambda prim, params, args: args[1]._data.ndim - 2)
+    R["conv"].defbatch(by_weight)
+    R["conv_transpose"].defbatch(by_weight)
+    R["max_pool"].defbatch(b.merge_leading(lambda prim, params, args: len(params["kernel_size"])))
+    R["avg_pool"].defbatch(b.merge_leading(lambda prim, params, args: len(params["kernel_size"])))
+    R["adaptive_max_pool"].defbatch(
+        b.merge_leading(lambda prim, params, args: len(params["output_size"])))
+    R["upsample_nearest"].defbatch(b.merge_leading(lambda prim, params, args: len(params["index"])))
+    R["unfold"].defbatch(fallback="column layout of (N, C*k, L) differs by rank")
+    R["fold"].defbatch(fallback="column layout of (N, C*k, L) differs by rank")
+    for name in ("conv_weight", "pool_scatter", "pool_gather", "avg_pool_adjoint",
+                 "upsample_nearest_adjoint"):
+        R[name].defbatch(fallback=b.BACKWARD_ONLY)
+
+
+_defbatch_conv()

@@ -1612,3 +1612,30 @@ def unique_consecutive(input, return_inverse: bool = False, return_counts: bool 
 
 
 install({"histc": histc, "unique_consecutive": unique_consecutive})
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_indexing():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    R["getitem"].defbatch(b.getitem_rule)
+    for name in ("gather", "scatter", "scatter_add", "scatter_reduce"):
+        R[name].defbatch(b.gather_like)
+    R["index_select"].defbatch(b.index_select_rule)
+    for name in ("index_add", "index_copy", "index_fill"):
+        R[name].defbatch(b.index_update_rule)
+    R["masked_fill"].defbatch(b.elementwise)
+    for name in ("sort", "topk", "kthvalue"):
+        R[name].defbatch(b.shift_dim)
+    R["index"].defbatch(fallback="advanced indexing with per-member index tensors")
+    R["index_put"].defbatch(fallback="advanced indexing with per-member index tensors")
+    R["isin"].defbatch(fallback="per-member test sets")
+    R["searchsorted"].defbatch(fallback="per-member sorted sequences")
+    for name in ("getitem_backward", "index_backward", "gather_backward", "index_select_backward"):
+        R[name].defbatch(fallback=b.BACKWARD_ONLY)
+    for name in ("nonzero", "unique", "unique_consecutive", "bincount", "one_hot", "histc"):
+        R[name].defbatch(eager="the output shape (or range) depends on the values")
+
+
+_defbatch_indexing()

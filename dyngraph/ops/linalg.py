@@ -1136,3 +1136,21 @@ def cross(input, other, dim=None):  # noqa: A002
 
 
 install({"cross": cross})
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_linalg():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    R["matmul"].defbatch(b.matmul_rule)
+    R["diagonal"].defbatch(b.diagonal_rule)
+    R["einsum"].defbatch(b.einsum_rule)
+    for name in ("tril", "triu", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "svd"):
+        R[name].defbatch(b.leading)
+    R["solve"].defbatch(fallback="b's vector-or-matrix reading depends on ranks")
+    R["diagonal_scatter_zeros"].defbatch(fallback=b.BACKWARD_ONLY)
+    R["einsum_embed"].defbatch(fallback=b.BACKWARD_ONLY)
+
+
+_defbatch_linalg()

@@ -481,3 +481,20 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
         raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
     params = {"reduction": reduction, "ignore_index": int(ignore_index)}
     return bind(nll_loss_p, (logp, target, weight), params)
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_nn():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    R["log_softmax"].defbatch(b.shift_dim)
+    R["softmax"].defbatch(b.shift_dim)
+    R["linear"].defbatch(b.linear_rule)
+    R["layer_norm"].defbatch(b.leading)
+    R["embedding"].defbatch(b.embedding_rule)
+    R["nll_loss"].defbatch(b.nll_loss_rule)
+    R["embedding_backward"].defbatch(fallback=b.BACKWARD_ONLY)
+
+
+_defbatch_nn()

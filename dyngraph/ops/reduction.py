@@ -1232,3 +1232,22 @@ install({
 })
 
 _ = Tensor
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_reduction():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    for name in ("sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "var", "std",
+                 "logsumexp", "vector_norm", "all", "any", "count_nonzero"):
+        R[name].defbatch(b.reduction)
+    for name in ("shift", "linscan", "cumsum", "cumprod", "max_dim", "min_dim", "cummax",
+                 "cummin", "median_dim", "mode"):
+        R[name].defbatch(b.shift_dim)
+    R["median"].defbatch(fallback="the median of all elements: no per-member form with "
+                                  "the same tie-breaking")
+    R["sum_to_shape"].defbatch(fallback=b.BACKWARD_ONLY)
+
+
+_defbatch_reduction()

@@ -68,7 +68,7 @@ class Primitive:
     __slots__ = (
         "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
-        "nondiff_argnums", "meta", "save_for", "doc",
+        "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
     )
 
     def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
@@ -95,6 +95,11 @@ class Primitive:
         # reads are not kept (x * 2.0 keeps nothing of x, as in PyTorch)
         self.save_for = tuple(tuple(x) for x in save_for) if save_for is not None else None
         self.doc = impl.__doc__
+        # automatic batching (dg.autobatch): ``batch(B, args, batched, params)`` runs the
+        # primitive once for B members; see ``defbatch``
+        self.batch = None
+        self.batchable = None
+        self.batch_reason = None
         REGISTRY[name] = self
 
     # -- rule registration -------------------------------------------------
@@ -106,6 +111,21 @@ class Primitive:
     def defvjp_argnum(self, rule):
         """Register one rule ``rule(argnum, g, out, *inputs, **params)`` for all inputs."""
         self.vjp_argnum = rule
+        return rule
+
+    def defbatch(self, rule=None, *, fallback: str | None = None, eager: str | None = None):
+        """Register how ``dg.autobatch`` runs this primitive for B members at once.
+
+        ``rule(B, args, batched, params)`` gets the inputs with a leading member axis
+        where ``batched[i]`` is true (others are shared by all members) and returns the
+        output(s) with a leading member axis, or ``NotImplemented`` to run the members
+        one by one.  ``fallback=reason``: always member by member (listed in the
+        stats).  ``eager=reason``: the output shape depends on values, so the inputs
+        are evaluated and the call runs at once when it is recorded.
+        """
+        self.batch = rule
+        self.batchable = "eager" if eager else (False if fallback else True)
+        self.batch_reason = eager or fallback
         return rule
 
     @property

@@ -566,3 +566,19 @@ def lstm_cell(gates, c):
     """
     cn = bind(lstm_cell_state_p, (gates, c), {})
     return bind(lstm_cell_hidden_p, (gates, cn), {}), cn
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_rnn():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    for name in ("lstm_layer", "gru_layer", "rnn_layer"):
+        R[name].defbatch(b.rnn_step_rule)
+    R["lstm_gate_sigmoid"].defbatch(b.elementwise)
+    cell = b.merge_leading(lambda prim, params, args: 0)
+    R["lstm_cell_state"].defbatch(cell)
+    R["lstm_cell_hidden"].defbatch(cell)
+
+
+_defbatch_rnn()

@@ -1225,3 +1225,27 @@ install({"unsqueeze_": _view_inplace(unsqueeze, "unsqueeze_"),
          "t_": _view_inplace(t, "t_"), "transpose_": _view_inplace(transpose, "transpose_"),
          "swapaxes_": _view_inplace(transpose, "swapaxes_"),
          "swapdims_": _view_inplace(transpose, "swapdims_")})
+
+
+# -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
+def _defbatch_shape():
+    from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
+    from .registry import REGISTRY as R  # noqa: PLC0415
+
+    R["reshape"].defbatch(b.reshape_rule)
+    R["expand"].defbatch(b.expand_rule)
+    R["permute"].defbatch(b.permute_rule)
+    R["cat"].defbatch(b.cat_rule)
+    R["stack"].defbatch(b.stack_rule)
+    R["split"].defbatch(b.shift_dim)
+    R["unbind"].defbatch(b.shift_dim)
+    R["flip"].defbatch(b.shift_dims)
+    R["roll"].defbatch(b.shift_dims)
+    R["repeat"].defbatch(b.repeat_rule)
+    R["repeat_interleave"].defbatch(eager="the output size depends on the repeat counts")
+    R["pad"].defbatch(b.leading)
+    R["pad_backward"].defbatch(fallback=b.BACKWARD_ONLY)
+    R["clone"].defbatch(b.elementwise)
+
+
+_defbatch_shape()

@@ -1,0 +1,825 @@
+"""The lazy batching interpreter behind ``dg.autobatch``.
+
+Inside the context every primitive call that involves a per-member value is
+*recorded* instead of run: :meth:`Autobatcher.process` returns a Tensor whose
+``_data`` is a :class:`Lazy` (shape and dtype known, values not yet).  Shapes
+and dtypes come from running the primitive once per *signature* on zero-filled
+stand-ins (cached), so a shape error is raised at the user's line with eager's
+message.
+
+When a value is needed (:meth:`Autobatcher.concrete`), only the pending nodes
+that value depends on are executed: nodes of equal signature (primitive,
+params, grad mode, per-input shape/dtype, shared inputs by identity) and equal
+depth run as one call of the primitive's batching rule.  A group's outputs
+live in one array (member *i* is row *i*); a later group gathers each input
+with one ``index_select`` per source group.  The group calls go through the
+ordinary dispatcher, so autograd records the batched graph (one node per group
+plus the gathers) and ``backward()`` runs batched.
+
+A pending tensor becomes an ordinary tensor (*materialised*) when it is forced
+or when the context exits while it is alive: its data is a copy of its row and
+its ``grad_fn`` selects that row from the batched graph.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+
+from .._core.interpreter import Interpreter
+from .._core.state import STATE
+from ..ops.registry import REGISTRY, bind
+from ..tensor import Tensor
+
+__all__ = ["Autobatcher", "Lazy", "PNode", "is_pending"]
+
+_new = object.__new__
+
+
+def is_pending(t) -> bool:
+    """True when ``t`` is a tensor recorded by ``dg.autobatch`` whose value is not read yet."""
+    return isinstance(t, Tensor) and type(t._data) is Lazy
+
+
+class _Flags:
+    """``Lazy.flags``: in-place writers take their copying branch (``writeable`` False)."""
+
+    __slots__ = ("lazy",)
+    c_contiguous = True
+    f_contiguous = False
+    owndata = True
+
+    def __init__(self, lazy):
+        self.lazy = lazy
+
+    @property
+    def writeable(self):
+        node = self.lazy.node
+        if node.prim.is_view:
+            raise NotImplementedError(
+                f"dg.autobatch: in-place write into a view ('{node.prim.name}' of shape "
+                f"{list(self.lazy.shape)}) of a pending tensor; under autobatch a view does not "
+                "share memory with its base. clone() the tensor first, or write outside the context")
+        return False
+
+
+class Lazy:
+    """The ``_data`` of a pending tensor: ``shape``/``dtype``/``ndim``/``size`` are known.
+
+    Reading values through it (``np.asarray``, indexing, arithmetic, any other array
+    attribute) forces the value, so library code that reads ``._data`` directly is
+    correct, only not batched.
+    """
+
+    __slots__ = ("shape", "dtype", "ndim", "size", "node", "k", "ref")
+    device = None  # CPU (backend.device_of)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def flags(self):
+        return _Flags(self)
+
+    def value(self) -> np.ndarray:
+        """The array (evaluates the pending subgraph; materialises the tensor if alive)."""
+        return self.node.interp.value_of(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.value()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.value(), name)
+
+    def __repr__(self) -> str:
+        return f"<pending {self.node.prim.name} output shape={list(self.shape)} dtype={self.dtype}>"
+
+    def __len__(self):
+        return len(self.value())
+
+    def __iter__(self):
+        return iter(self.value())
+
+    def __getitem__(self, key):
+        return self.value()[key]
+
+    def __bool__(self):
+        return bool(self.value())
+
+    def __float__(self):
+        return float(self.value())
+
+    def __int__(self):
+        return int(self.value())
+
+    def __index__(self):
+        return int(self.value())
+
+    __hash__ = object.__hash__
+
+
+def _forward(name):
+    def method(self, *args):
+        return getattr(self.value(), name)(*(a.value() if type(a) is Lazy else a for a in args))
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+              "rfloordiv", "mod", "pow", "matmul", "neg", "abs", "invert", "and", "or", "xor",
+              "lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Lazy, f"__{_name}__", _forward(f"__{_name}__"))
+Lazy.__hash__ = object.__hash__
+
+
+class PNode:
+    """One recorded primitive call (pending until its group runs).
+
+    ``args`` holds :class:`Lazy` for pending inputs, Tensors for real ones and the
+    Python values of scalars; after execution ``result`` is the group's output
+    (a Tensor, or a tuple for multi-output primitives) and ``row`` this member's
+    row in it (``None``: ``result`` is this member's own value).
+    """
+
+    __slots__ = ("prim", "params", "args", "sig", "depth", "outs", "result", "row", "seq",
+                 "interp", "grad_enabled", "versions", "pre_hooks", "retained", "special",
+                 "info", "mark", "__weakref__")
+
+    def name(self) -> str:
+        return f"Pending{self.prim.name}"
+
+    def __repr__(self) -> str:
+        state = "pending" if self.result is None else "done"
+        return f"<autobatch {state} {self.prim.name}>"
+
+    @property
+    def next_functions(self):
+        return ()
+
+    def _add_pre_hook(self, output_nr, fn):
+        """``t.register_hook(fn)`` on a pending tensor: runs on this member's row of the
+        batched gradient."""
+        from ..autograd.graph import _RemovableHandle  # noqa: PLC0415  (engine-side helper)
+
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(output_nr, [])
+        hooks.append(fn)
+        return _RemovableHandle(hooks, fn)
+
+
+def _pkey(params):
+    if not params:
+        return ()
+    key = tuple(params.items())
+    try:
+        hash(key)
+    except TypeError:  # slices (getitem) are unhashable before Python 3.12
+        key = repr(key)
+    return key
+
+
+_RANGES: dict = {}
+
+
+def _range(n):
+    r = _RANGES.get(n)
+    if r is None:
+        r = _RANGES[n] = list(range(n))
+    return r
+
+
+def _idx(rows):
+    return Tensor._make(np.asarray(rows, dtype=np.int64), False, None, 0)
+
+
+class Autobatcher(Interpreter):
+    """The interpreter installed by ``dg.autobatch`` (see the module docstring)."""
+
+    def __init__(self, scheduler: str = "depth", stats=None):
+        if scheduler not in ("depth", "agenda"):
+            raise ValueError(f"dg.autobatch: scheduler must be 'depth' or 'agenda', got {scheduler!r}")
+        self.prev = None
+        self.scheduler = scheduler
+        self.nodes: list = []        # recorded nodes that may still need work (pending / alive)
+        self.shapes: dict = {}       # signature -> output specs, or "eager"
+        self.seq = 0
+        self.epoch = 0
+        self.stats = stats
+        self.closed = False
+
+    # ------------------------------------------------------------------
+    # recording
+    # ------------------------------------------------------------------
+    def process(self, prim, args, params):
+        spec = []
+        depth = 0
+        lazy = const = rg = False
+        stored = None
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                d = a._data
+                if type(d) is Lazy:
+                    lazy = True
+                    spec.append(d.shape)
+                    spec.append(d.dtype)
+                    nd = d.node.depth
+                    if nd >= depth:
+                        depth = nd + 1
+                    if stored is None:
+                        stored = list(args)
+                    stored[i] = d
+                elif a._rg and a._fn is None:     # a parameter: shared by identity
+                    spec.append(id(a))
+                    spec.append(d.shape)
+                else:
+                    const = True
+                    spec.append(d.shape)
+                    spec.append(d.dtype)
+                if a._rg:
+                    rg = True
+            else:
+                spec.append(type(a))
+                spec.append(a)
+        mode = prim.batchable
+        if not (lazy or const) or mode == "eager":
+            return self.run_now(prim, args, params)
+        grad = STATE.grad_enabled
+        sig = (prim, _pkey(params), grad, *spec)
+        info = self.shapes.get(sig)
+        if info is None:
+            info = self.shapes[sig] = self._infer(prim, args, params)
+        if info == "eager":
+            return self.run_now(prim, args, params)
+        node = _new(PNode)
+        node.prim = prim
+        node.params = params
+        node.args = args if stored is None else stored
+        node.sig = sig
+        node.depth = depth
+        node.result = None
+        node.row = None
+        node.seq = self.seq
+        self.seq += 1
+        node.interp = self
+        node.grad_enabled = grad
+        node.pre_hooks = None
+        node.retained = None
+        node.special = False
+        node.mark = 0
+        node.info = None
+        if const:
+            node.versions = tuple(a._vc[0] if isinstance(a, Tensor) and a._vc is not None else 0
+                                  for a in args)
+        else:
+            node.versions = None
+        if STATE.anomaly:
+            from ..autograd.anomaly import capture_stack  # noqa: PLC0415  (anomaly mode only)
+
+            node.info = capture_stack()
+        rg_out = rg and grad and prim.differentiable
+        specs, multi = info
+        outs = []
+        tensors = []
+        for k, (shape, dtype, size) in enumerate(specs):
+            lz = _new(Lazy)
+            lz.shape = shape
+            lz.dtype = dtype
+            lz.ndim = len(shape)
+            lz.size = size
+            lz.node = node
+            lz.k = k
+            t = _new(Tensor)
+            t._data = lz
+            f = rg_out and dtype.kind == "f"
+            t._rg = f
+            t._fn = node if f else None
+            t._nr = k
+            t._grad = None
+            t._vc = None
+            t._base = None
+            t._hooks = None
+            lz.ref = weakref.ref(t)
+            outs.append(lz)
+            tensors.append(t)
+        node.outs = outs
+        self.nodes.append(node)
+        st = self.stats
+        if st is not None:
+            st.nodes += 1
+        return tuple(tensors) if multi else tensors[0]
+
+    def _infer(self, prim, args, params):
+        """Output shapes/dtypes of one call: run it on zero-filled stand-ins (once per signature).
+
+        Returns ``(specs, multi)`` or ``"eager"`` when the stand-ins cannot stand in (the
+        call then runs for real, which also raises eager's error where there is one).
+        """
+        stand = []
+        for a in args:
+            if isinstance(a, Tensor):
+                d = a._data
+                if type(d) is Lazy or not (a._rg and a._fn is None):
+                    stand.append(Tensor._make(np.zeros(d.shape, d.dtype), False, None, 0))
+                else:
+                    stand.append(a)
+            else:
+                stand.append(a)
+        prev_interp, prev_grad = STATE.interpreter, STATE.grad_enabled
+        STATE.interpreter = None
+        STATE.grad_enabled = False
+        try:
+            with np.errstate(all="ignore"):
+                out = bind(prim, tuple(stand), params)
+        except Exception:  # noqa: BLE001  (a value-dependent failure or a real error: run for real)
+            return "eager"
+        finally:
+            STATE.interpreter, STATE.grad_enabled = prev_interp, prev_grad
+        multi = isinstance(out, tuple)
+        outs = out if multi else (out,)
+        return tuple((o._data.shape, o._data.dtype, o._data.size) for o in outs), multi
+
+    def run_now(self, prim, args, params):
+        """Run a call eagerly at once (nothing per-member in it, or a value-dependent shape)."""
+        real = tuple(self._real(a) for a in args)
+        interp = STATE.interpreter
+        STATE.interpreter = self.prev
+        try:
+            return bind(prim, real, params)
+        finally:
+            STATE.interpreter = interp
+
+    def _real(self, a):
+        if isinstance(a, Tensor) and type(a._data) is Lazy:
+            self.materialize(a)
+        return a
+
+    # ------------------------------------------------------------------
+    # forcing
+    # ------------------------------------------------------------------
+    def concrete(self, t, why: str = "value"):
+        """The array of ``t``: evaluate what it depends on and materialise it (the one
+        place where values are forced; every hook below calls it)."""
+        if type(t._data) is Lazy:
+            st = self.stats
+            if st is not None:
+                st.forces[why] = st.forces.get(why, 0) + 1
+            self.materialize(t)
+        return t._data
+
+    def value_of(self, lz: Lazy) -> np.ndarray:
+        t = lz.ref()
+        if t is not None and t._data is lz:
+            return self.concrete(t, "array")
+        if lz.node.result is None:
+            self.evaluate([lz.node])
+        return np.array(self._row_value(lz)._data)
+
+    def materialize(self, t) -> None:
+        """Turn pending ``t`` into an ordinary tensor holding its row of the batched result."""
+        lz = t._data
+        node = lz.node
+        if node.result is None:
+            self.evaluate([node])
+        interp, grad = STATE.interpreter, STATE.grad_enabled
+        STATE.interpreter = self.prev
+        STATE.grad_enabled = node.grad_enabled
+        try:
+            res = node.result
+            if type(res) is tuple:
+                res = res[lz.k]
+            if node.row is None:
+                v = res
+                if v._vc is None:
+                    v._vc = [0]
+            else:
+                v = bind(REGISTRY["index_select"], (res, _idx([node.row])), {"dim": 0})
+                v = bind(REGISTRY["reshape"], (v,), {"shape": lz.shape})
+        finally:
+            STATE.interpreter, STATE.grad_enabled = interp, grad
+        t._data = v._data
+        t._fn = v._fn
+        t._nr = v._nr
+        t._vc = v._vc
+        t._base = v._base
+        t._rg = v._rg
+
+    # -- the interpreter hooks: every value request forces through concrete() --
+    def on_concrete(self, t, why):
+        return self.concrete(t, why)
+
+    def on_optimizer_step(self, opt, run):
+        """Pending calls read the parameters as they are now: run them before the update."""
+        self.flush()
+        interp = STATE.interpreter
+        STATE.interpreter = self.prev
+        try:
+            return super().on_optimizer_step(opt, run)
+        finally:
+            STATE.interpreter = interp
+
+    def on_backward(self, run, roots, root_grads, retain_graph, create_graph, inputs=None,
+                    accumulate=True, allow_unused=False):
+        """``backward()``/``autograd.grad``: force the roots, then run the engine on the
+        batched graph with this interpreter out of the way (create_graph records eagerly)."""
+        roots = [self._real(r) for r in roots]
+        if root_grads is not None:
+            root_grads = [self._real(g) if isinstance(g, Tensor) else g for g in root_grads]
+        rows = None
+        if inputs is not None:
+            inputs, rows = self._grad_inputs(list(inputs))
+        interp = STATE.interpreter
+        STATE.interpreter = self.prev
+        try:
+            out = super().on_backward(run, roots, root_grads, retain_graph, create_graph, inputs,
+                                      accumulate, allow_unused)
+            if rows is not None and out is not None:
+                out = self._slice_grads(out, rows)
+            return out
+        finally:
+            STATE.interpreter = interp
+
+    def _grad_inputs(self, inputs):
+        """Pending intermediates as ``autograd.grad`` inputs: differentiate with respect to
+        their batched group output and take their row."""
+        if not any(type(t._data) is Lazy for t in inputs):
+            return inputs, None
+        self.evaluate([t._data.node for t in inputs if type(t._data) is Lazy])
+        new, rows = [], []
+        for t in inputs:
+            lz = t._data
+            if type(lz) is not Lazy:
+                rows.append((len(new), None, None))
+                new.append(t)
+                continue
+            res = lz.node.result
+            if type(res) is tuple:
+                res = res[lz.k]
+            j = next((i for i, x in enumerate(new) if x is res), None)
+            if j is None:
+                j = len(new)
+                new.append(res)
+            rows.append((j, lz.node.row, lz.shape))
+        return new, rows
+
+    @staticmethod
+    def _slice_grads(grads, rows):
+        out = []
+        for j, row, shape in rows:
+            g = grads[j]
+            if g is not None and row is not None:
+                g = bind(REGISTRY["reshape"], (bind(REGISTRY["index_select"], (g, _idx([row])),
+                                                    {"dim": 0}),), {"shape": shape})
+            out.append(g)
+        return tuple(out)
+
+    # ------------------------------------------------------------------
+    # scheduling
+    # ------------------------------------------------------------------
+    def flush(self) -> None:
+        """Evaluate every pending node."""
+        todo = [n for n in self.nodes if n.result is None]
+        if todo:
+            self._execute(todo)
+
+    def evaluate(self, roots) -> None:
+        """Evaluate the pending subgraph that ``roots`` (PNodes) depend on, nothing else."""
+        self.epoch += 1
+        ep = self.epoch
+        todo = []
+        stack = [n for n in roots if n.result is None]
+        while stack:
+            n = stack.pop()
+            if n.mark == ep:
+                continue
+            n.mark = ep
+            todo.append(n)
+            for a in n.args:
+                if type(a) is Lazy:
+                    m = a.node
+                    if m.result is None and m.mark != ep:
+                        stack.append(m)
+        if todo:
+            todo.sort(key=_seq)
+            self._execute(todo)
+
+    def _execute(self, todo) -> None:
+        t0 = time.perf_counter()
+        st = self.stats
+        compute = 0.0
+        if self.scheduler == "depth":
+            levels: dict = {}
+            for n in todo:
+                lv = levels.get(n.depth)
+                if lv is None:
+                    lv = levels[n.depth] = {}
+                g = lv.get(n.sig)
+                if g is None:
+                    lv[n.sig] = [n]
+                else:
+                    g.append(n)
+            for d in sorted(levels):
+                for group in levels[d].values():
+                    compute += self._run_group(group)
+        else:
+            compute = self._agenda(todo)
+        # forget nodes that are done and whose outputs are dead or materialised
+        self.nodes = [n for n in self.nodes if n.result is None or _alive(n)]
+        if st is not None:
+            total = time.perf_counter() - t0
+            st.compute_s += compute
+            st.schedule_s += total - compute
+            st.evaluations += 1
+
+    def _agenda(self, todo) -> float:
+        """DyNet's agenda heuristic: among ready signatures run the one whose ready nodes
+        have the lowest average depth; a node becomes ready when its inputs are done."""
+        ep = self.epoch
+        waiting = {}
+        users: dict = {}
+        ready: dict = {}
+        for n in todo:
+            c = 0
+            for a in n.args:
+                if type(a) is Lazy:
+                    m = a.node
+                    if m.result is None and m.mark == ep:
+                        c += 1
+                        u = users.get(id(m))
+                        if u is None:
+                            users[id(m)] = [n]
+                        else:
+                            u.append(n)
+            if c:
+                waiting[id(n)] = c
+            else:
+                ready.setdefault(n.sig, []).append(n)
+        compute = 0.0
+        while ready:
+            sig = min(ready, key=lambda s: sum(x.depth for x in ready[s]) / len(ready[s]))
+            group = ready.pop(sig)
+            compute += self._run_group(group)
+            for n in group:
+                for u in users.get(id(n), ()):
+                    c = waiting[id(u)] - 1
+                    if c:
+                        waiting[id(u)] = c
+                    else:
+                        del waiting[id(u)]
+                        ready.setdefault(u.sig, []).append(u)
+        return compute
+
+    # ------------------------------------------------------------------
+    # execution
+    # ------------------------------------------------------------------
+    def _run_group(self, group) -> float:
+        n0 = group[0]
+        prim = n0.prim
+        B = len(group)
+        st = self.stats
+        interp, grad = STATE.interpreter, STATE.grad_enabled
+        STATE.interpreter = self.prev
+        STATE.grad_enabled = n0.grad_enabled
+        t0 = time.perf_counter()
+        try:
+            for n in group:
+                if n.versions is not None:
+                    self._check_versions(n)
+            rule = prim.batch
+            done = False
+            if B > 1 and rule is not None:
+                args, batched = self._gather_args(group, B)
+                if not any(batched):
+                    out = bind(prim, args, n0.params)
+                    for n in group:
+                        n.result = out
+                    done = True
+                else:
+                    out = rule(prim, B, args, batched, n0.params)
+                    if out is not NotImplemented:
+                        self._check_out(n0, out, B)
+                        for i, n in enumerate(group):
+                            n.result = out
+                            n.row = i
+                        done = True
+                    elif st is not None:
+                        st.fallback(prim, "the rule does not cover these inputs "
+                                          f"({_describe(args, batched)})", B)
+            elif B > 1 and st is not None:
+                st.fallback(prim, prim.batch_reason or "no batching rule", B)
+            if not done:
+                for n in group:
+                    n.result = bind(prim, tuple(self._member_arg(a) for a in n.args), n.params)
+            if st is not None:
+                st.group(prim, B if done or B == 1 else 1, 1 if done or B == 1 else B)
+            for n in group:
+                if n.pre_hooks or n.retained:
+                    self._attach_hooks(n)
+                if n.info is not None:
+                    self._attach_info(n)
+                n.args = None
+        finally:
+            STATE.interpreter, STATE.grad_enabled = interp, grad
+        return time.perf_counter() - t0
+
+    @staticmethod
+    def _check_versions(n):
+        for a, v in zip(n.args, n.versions, strict=True):
+            if isinstance(a, Tensor) and type(a._data) is not Lazy and (a._vc[0] if a._vc else 0) != v:
+                raise RuntimeError(
+                    f"dg.autobatch: a tensor of shape {list(a.shape)} used by a pending "
+                    f"'{n.prim.name}' was modified in place before that call ran; read a value "
+                    "(or leave the autobatch context) before the in-place write, or clone() the tensor")
+
+    @staticmethod
+    def _check_out(n0, out, B):
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(n0.outs) or any(
+                o._data.shape != (B, *lz.shape) or o._data.dtype != lz.dtype
+                for o, lz in zip(outs, n0.outs, strict=False)):
+            got = [(list(o._data.shape), str(o._data.dtype)) for o in outs]
+            want = [([B, *lz.shape], str(lz.dtype)) for lz in n0.outs]
+            raise RuntimeError(f"dg.autobatch: the batching rule of '{n0.prim.name}' returned "
+                               f"{got}, expected {want} (a bug in the rule)")
+
+    def _member_arg(self, a):
+        if type(a) is Lazy:
+            return self._row_value(a)
+        return a
+
+    @staticmethod
+    def _row_value(lz):
+        n = lz.node
+        res = n.result
+        if type(res) is tuple:
+            res = res[lz.k]
+        if n.row is None:
+            return res
+        return bind(REGISTRY["getitem"], (res,), {"index": (n.row,)})
+
+    def _gather_args(self, group, B):
+        n0 = group[0]
+        args, batched = [], []
+        for j, a0 in enumerate(n0.args):
+            if type(a0) is Lazy:
+                x, b = self._gather([n.args[j] for n in group], B)
+            elif isinstance(a0, Tensor) and not (a0._rg and a0._fn is None):
+                x, b = self._gather([n.args[j] for n in group], B)
+            else:
+                x, b = a0, False
+            args.append(x)
+            batched.append(b)
+        return tuple(args), tuple(batched)
+
+    def _gather(self, refs, B):
+        """One tensor with member i's value in row i (or the shared value, unbatched)."""
+        a0 = refs[0]
+        same = True
+        for r in refs:
+            if r is not a0:
+                same = False
+                break
+        if same:
+            return (self._row_value(a0) if type(a0) is Lazy else a0), False
+        sources: dict = {}
+        singles_pos, singles = [], []
+        for pos, r in enumerate(refs):
+            if type(r) is Lazy:
+                n = r.node
+                res = n.result
+                if type(res) is tuple:
+                    res = res[r.k]
+                row = n.row
+                if row is None:
+                    singles_pos.append(pos)
+                    singles.append(res)
+                    continue
+                e = sources.get(id(res))
+                if e is None:
+                    sources[id(res)] = (res, [row], [pos])
+                else:
+                    e[1].append(row)
+                    e[2].append(pos)
+            else:
+                singles_pos.append(pos)
+                singles.append(r)
+        index_select = REGISTRY["index_select"]
+        parts, order = [], []
+        for res, rows, poss in sources.values():
+            if len(rows) == res._data.shape[0] and rows == _range(len(rows)):
+                parts.append(res)
+            else:
+                parts.append(bind(index_select, (res, _idx(rows)), {"dim": 0}))
+            order.extend(poss)
+        if singles:
+            parts.append(bind(REGISTRY["stack"], tuple(singles), {"dim": 0}))
+            order.extend(singles_pos)
+        x = parts[0] if len(parts) == 1 else bind(REGISTRY["cat"], tuple(parts), {"dim": 0})
+        if order != _range(B):
+            x = bind(index_select, (x, _idx(np.argsort(order))), {"dim": 0})
+        return x, True
+
+    def _attach_hooks(self, n):
+        """Tensor hooks / retain_grad of pending members act on their row of the batched
+        gradient."""
+        res = n.result
+        for k, _lz in enumerate(n.outs):
+            out = res[k] if type(res) is tuple else res
+            hooks = (n.pre_hooks or {}).get(k) or []
+            ret = (n.retained or {}).get(k)
+            if not hooks and ret is None:
+                continue
+            if not out._rg:
+                continue
+            row = n.row
+            if row is None:
+                for h in hooks:
+                    out.register_hook(h)
+                if ret is not None:
+                    out.register_hook(_retainer(ret))
+                continue
+            out.register_hook(_row_hook(row, hooks, ret))
+
+    @staticmethod
+    def _attach_info(n):
+        res = n.result
+        for o in (res if type(res) is tuple else (res,)):
+            fn = getattr(o, "_fn", None)
+            if fn is not None and fn.info is None:
+                fn.info = n.info
+
+    # ------------------------------------------------------------------
+    # leaving the context
+    # ------------------------------------------------------------------
+    def close(self) -> None:
+        """Evaluate what live tensors need and materialise every live pending tensor."""
+        live = [n for n in self.nodes if _alive(n)]
+        pend = [n for n in live if n.result is None]
+        if pend:
+            self.evaluate(pend)
+        for n in live:
+            for lz in n.outs:
+                t = lz.ref()
+                if t is not None and t._data is lz:
+                    self.materialize(t)
+        self.nodes = []
+        self.closed = True
+
+
+def _seq(n):
+    return n.seq
+
+
+def _alive(n) -> bool:
+    for lz in n.outs:
+        t = lz.ref()
+        if t is not None and t._data is lz:
+            return True
+    return False
+
+
+def _describe(args, batched):
+    return ", ".join(
+        (f"{'batched ' if b else ''}{list(a._data.shape)}" if isinstance(a, Tensor) else repr(a))
+        for a, b in zip(args, batched, strict=True))
+
+
+def _retainer(ref):
+    def hook(g):
+        t = ref()
+        if t is not None:
+            t._grad = g if not isinstance(g, Tensor) else Tensor._make(g._data, False, None, 0)
+    return hook
+
+
+def _row_hook(row, hooks, ret):
+    def hook(g):
+        gi = Tensor._make(np.array(g._data[row]), False, None, 0)
+        changed = False
+        for h in hooks:
+            r = h(gi)
+            if r is not None:
+                gi = r
+                changed = True
+        if ret is not None:
+            t = ret()
+            if t is not None:
+                t._grad = gi
+        if changed:
+            arr = np.array(g._data)
+            arr[row] = gi._data
+            return Tensor._make(arr, False, None, 0)
+        return None
+    return hook
+

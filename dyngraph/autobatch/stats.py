@@ -1,0 +1,75 @@
+"""What ``dg.autobatch(stats=True)`` reports."""
+
+from __future__ import annotations
+
+__all__ = ["AutobatchStats"]
+
+
+class AutobatchStats:
+    """Counters of one ``dg.autobatch`` context.
+
+    Attributes:
+        nodes: primitive calls recorded as pending nodes.
+        groups: primitive calls executed (a batched group counts once, a member run
+            one by one counts once per member).
+        members: pending nodes executed (the sum of all group sizes).
+        evaluations: times the scheduler ran (each forced read, backward or exit).
+        forces: why values were forced (``{"item": 3, "backward": 1, ...}``).
+        fallbacks: ``{primitive: {reason: members run one by one}}``.
+        per_primitive: ``{primitive: [groups, members]}``.
+        schedule_s / compute_s: seconds in the scheduler's own bookkeeping (grouping,
+            gathering) vs inside the primitives' batched calls.
+
+    >>> with dg.autobatch(stats=True) as ab:
+    ...     ...
+    >>> print(ab.stats)
+    """
+
+    def __init__(self):
+        self.nodes = 0
+        self.groups = 0
+        self.members = 0
+        self.evaluations = 0
+        self.forces: dict = {}
+        self.fallbacks: dict = {}
+        self.per_primitive: dict = {}
+        self.schedule_s = 0.0
+        self.compute_s = 0.0
+
+    def group(self, prim, size: int, count: int = 1) -> None:
+        self.groups += count
+        self.members += size * count
+        e = self.per_primitive.get(prim.name)
+        if e is None:
+            self.per_primitive[prim.name] = [count, size * count]
+        else:
+            e[0] += count
+            e[1] += size * count
+
+    def fallback(self, prim, reason: str, members: int) -> None:
+        d = self.fallbacks.setdefault(prim.name, {})
+        d[reason] = d.get(reason, 0) + members
+
+    @property
+    def average_group_size(self) -> float:
+        return self.members / self.groups if self.groups else 0.0
+
+    def as_dict(self) -> dict:
+        return {"nodes": self.nodes, "groups": self.groups, "members": self.members,
+                "average_group_size": self.average_group_size, "evaluations": self.evaluations,
+                "forces": dict(self.forces), "fallbacks": {k: dict(v) for k, v in self.fallbacks.items()},
+                "schedule_s": self.schedule_s, "compute_s": self.compute_s}
+
+    def __str__(self) -> str:
+        lines = [f"autobatch: {self.nodes} nodes recorded, {self.members} executed in "
+                 f"{self.groups} calls (average group {self.average_group_size:.1f}), "
+                 f"{self.evaluations} evaluations",
+                 f"  time: scheduling {self.schedule_s * 1e3:.1f} ms, compute {self.compute_s * 1e3:.1f} ms"]
+        if self.forces:
+            lines.append("  forced by: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.forces.items())))
+        for name, reasons in sorted(self.fallbacks.items()):
+            for reason, n in reasons.items():
+                lines.append(f"  fallback {name}: {n} members one by one ({reason})")
+        return "\n".join(lines)
+
+    __repr__ = __str__

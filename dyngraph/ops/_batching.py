@@ -1,0 +1,419 @@
+"""Batching rules shared by many primitives (used by ``dg.autobatch``).
+
+A batching rule runs one primitive for ``B`` members at once::
+
+    rule(prim, B, args, batched, params) -> output(s) with a leading member axis
+
+``batched[i]`` says whether ``args[i]`` carries the member axis (axis 0, size
+``B``); unbatched inputs are the same for every member (a weight, a constant).
+The member shapes are the batched shapes without axis 0.  Rules compute with
+primitives (``bind``), so autograd records the batched computation and
+``backward()`` is batched too.  A rule returns ``NotImplemented`` for an input
+configuration it does not cover; the members then run one by one (correct,
+counted in the stats).
+
+Each primitive names its rule beside its definition in ``ops/<family>.py``
+(``tanh_p.defbatch(elementwise)``); the generic rules live here so that the
+fact recorded per primitive is one word.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import REGISTRY, bind
+
+__all__ = [
+    "elementwise", "reduction", "shift_dim", "shift_dims", "leading", "cat_rule", "stack_rule",
+    "permute_rule", "reshape_rule", "expand_rule", "repeat_rule", "getitem_rule", "matmul_rule",
+    "linear_rule", "embedding_rule", "nll_loss_rule", "diagonal_rule", "einsum_rule",
+    "gather_like", "index_select_rule", "index_update_rule", "merge_leading", "rnn_step_rule",
+    "BACKWARD_ONLY",
+]
+
+#: fallback reason of primitives that only derivative rules call (backward runs on the
+#: batched graph, outside the lazy interpreter, so these never meet a member axis)
+BACKWARD_ONLY = "derivative helper: only vjp rules call it, and backward runs on the batched graph"
+
+
+def _bind(name, args, params):
+    return bind(REGISTRY[name], tuple(args), params)
+
+
+def _reshape(x, shape):
+    return _bind("reshape", (x,), {"shape": tuple(shape)})
+
+
+def _nd(a, b) -> int:
+    """Member ndim of an argument (scalars: 0)."""
+    d = getattr(a, "_data", None)
+    if d is None:
+        return 0
+    return d.ndim - 1 if b else d.ndim
+
+
+def _expand_to(x, B):
+    """An unbatched tensor repeated for B members (a broadcast view)."""
+    shape = tuple(x._data.shape)
+    return _bind("expand", (_reshape(x, (1, *shape)),), {"shape": (B, *shape)})
+
+
+def _norm(d, n):
+    """Member dim ``d`` of an ``n``-d member -> dim of the batched array (None if invalid)."""
+    if n == 0 or not -n <= d < n:
+        return None
+    return d % n + 1
+
+
+# --------------------------------------------------------------------------
+# elementwise (broadcasting) primitives
+# --------------------------------------------------------------------------
+
+def elementwise(prim, B, args, batched, params):
+    """Elementwise and broadcasting primitives: align member axes, broadcast shared inputs.
+
+    A batched input of member rank k < n (the output's member rank) gets n-k unit axes
+    after the member axis, so NumPy broadcasting lines members up and shared inputs
+    broadcast from the right as they did per member.
+    """
+    n = max(_nd(a, b) for a, b in zip(args, batched, strict=True))
+    new = []
+    for a, b in zip(args, batched, strict=True):
+        if b:
+            shape = a._data.shape
+            k = len(shape) - 1
+            if k < n:
+                a = _reshape(a, (B,) + (1,) * (n - k) + tuple(shape[1:]))
+        new.append(a)
+    return bind(prim, tuple(new), params)
+
+
+# --------------------------------------------------------------------------
+# dims in params
+# --------------------------------------------------------------------------
+
+def reduction(prim, B, args, batched, params):
+    """``dim`` may be None (all member axes), an int or a tuple; other params unchanged."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    n = _nd(args[0], True)
+    dim = params.get("dim")
+    p = dict(params)
+    if dim is None:
+        if prim.name in ("argmax", "argmin"):
+            # the index into the flattened member; keepdim keeps n unit axes
+            flat = _reshape(args[0], (B, -1))
+            p["dim"] = 1
+            p["keepdim"] = False
+            out = bind(prim, (flat,), p)
+            return _reshape(out, (B,) + (1,) * n) if params.get("keepdim") else out
+        if n == 0:
+            return NotImplemented
+        p["dim"] = tuple(range(1, n + 1))
+    elif isinstance(dim, int):
+        d = _norm(dim, n)
+        if d is None:
+            return NotImplemented
+        p["dim"] = d
+    else:
+        ds = tuple(_norm(d, n) for d in dim)
+        if None in ds:
+            return NotImplemented
+        p["dim"] = ds
+    return bind(prim, tuple(args), p)
+
+
+def shift_dim(prim, B, args, batched, params, names=("dim",)):
+    """Primitives with int dim params (``dim``, ``dim1``...): shift them past the member axis.
+
+    Unbatched tensor inputs are expanded to B members (``gather``/``scatter`` need
+    equal ranks).
+    """
+    if not batched[0]:
+        return NotImplemented
+    n = _nd(args[0], True)
+    p = dict(params)
+    for name in names:
+        if name in p and p[name] is not None:
+            d = _norm(p[name], n)
+            if d is None:
+                return NotImplemented
+            p[name] = d
+    new = [a if b or getattr(a, "_data", None) is None else _expand_to(a, B)
+           for a, b in zip(args, batched, strict=True)]
+    return bind(prim, tuple(new), p)
+
+
+def shift_dims(prim, B, args, batched, params):
+    """``dims`` as a tuple of member axes (``flip``, ``roll``): shift each one."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    n = _nd(args[0], True)
+    dims = params.get("dims")
+    if dims is None:
+        return NotImplemented
+    if isinstance(dims, int):
+        dims = (dims,)
+    ds = tuple(_norm(d, n) for d in dims)
+    if None in ds:
+        return NotImplemented
+    return bind(prim, tuple(args), {**params, "dims": ds})
+
+
+def leading(prim, B, args, batched, params):
+    """Primitives that act on trailing axes and treat leading ones as a batch (linalg,
+    ``tril``, ``pad``, ``layer_norm``): the member axis is one more leading axis.
+    Only the first input may be batched."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    return bind(prim, tuple(args), params)
+
+
+def permute_rule(prim, B, args, batched, params):
+    n = _nd(args[0], True)
+    return bind(prim, (args[0],), {"dims": (0, *(d % n + 1 for d in params["dims"]))}) if n \
+        else args[0]
+
+
+def reshape_rule(prim, B, args, batched, params):
+    return bind(prim, (args[0],), {"shape": (B, *params["shape"])})
+
+
+def expand_rule(prim, B, args, batched, params):
+    x = args[0]
+    shape = tuple(params["shape"])
+    n = _nd(x, True)
+    if len(shape) > n:
+        x = _reshape(x, (B,) + (1,) * (len(shape) - n) + tuple(x._data.shape[1:]))
+    return bind(prim, (x,), {"shape": (B, *shape)})
+
+
+def repeat_rule(prim, B, args, batched, params):
+    x = args[0]
+    reps = tuple(params["repeats"])
+    n = _nd(x, True)
+    if len(reps) < n:
+        return NotImplemented
+    if len(reps) > n:
+        x = _reshape(x, (B,) + (1,) * (len(reps) - n) + tuple(x._data.shape[1:]))
+    return bind(prim, (x,), {**params, "repeats": (1, *reps)})
+
+
+def getitem_rule(prim, B, args, batched, params):
+    index = params["index"]
+    if not isinstance(index, tuple):
+        index = (index,)
+    if any(i is True or i is False for i in index):
+        return NotImplemented
+    return bind(prim, (args[0],), {**params, "index": (slice(None), *index)})
+
+
+def cat_rule(prim, B, args, batched, params):
+    n = max(_nd(a, b) for a, b in zip(args, batched, strict=True))
+    d = _norm(params.get("dim", 0), n)
+    if d is None:
+        return NotImplemented
+    new = [a if b else _expand_to(a, B) for a, b in zip(args, batched, strict=True)]
+    return bind(prim, tuple(new), {**params, "dim": d})
+
+
+def stack_rule(prim, B, args, batched, params):
+    n = max(_nd(a, b) for a, b in zip(args, batched, strict=True)) + 1
+    d = _norm(params.get("dim", 0), n)
+    if d is None:
+        return NotImplemented
+    new = [a if b else _expand_to(a, B) for a, b in zip(args, batched, strict=True)]
+    return bind(prim, tuple(new), {**params, "dim": d})
+
+
+def diagonal_rule(prim, B, args, batched, params):
+    return shift_dim(prim, B, args, batched, params, names=("dim1", "dim2"))
+
+
+# --------------------------------------------------------------------------
+# products, lookups, losses
+# --------------------------------------------------------------------------
+
+def matmul_rule(prim, B, args, batched, params):
+    """``x @ y``: a shared 2-d weight takes all members' rows in one GEMM; otherwise
+    1-d members become matrices and the member axis is one more broadcast batch axis."""
+    x, y = args
+    bx, by = batched
+    xs = x._data.shape[1:] if bx else x._data.shape
+    ys = y._data.shape[1:] if by else y._data.shape
+    if bx and not by and len(ys) <= 2:
+        return bind(prim, (x, y), params)
+    xm, ym = len(xs), len(ys)
+    x2 = xs if xm >= 2 else (1, *xs)
+    y2 = ys if ym >= 2 else (*ys, 1)
+    r = max(len(x2), len(y2))
+    if bx:
+        x = _reshape(x, (B,) + (1,) * (r - len(x2)) + tuple(x2))
+    elif xm < 2:
+        x = _reshape(x, x2)
+    if by:
+        y = _reshape(y, (B,) + (1,) * (r - len(y2)) + tuple(y2))
+    elif ym < 2:
+        y = _reshape(y, y2)
+    out = bind(prim, (x, y), params)
+    mshape = (*np.broadcast_shapes(tuple(xs[:-2]), tuple(ys[:-2])),
+              *((xs[-2],) if xm >= 2 else ()), *((ys[-1],) if ym >= 2 else ()))
+    return _reshape(out, (B, *mshape))
+
+
+def linear_rule(prim, B, args, batched, params):
+    """``linear(x, w, b)`` with shared weights: one GEMM over all members' rows."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    return bind(prim, tuple(args), params)
+
+
+def embedding_rule(prim, B, args, batched, params):
+    """Shared table, per-member indices: one gather."""
+    if batched[0] or not batched[1]:
+        return NotImplemented
+    return bind(prim, tuple(args), params)
+
+
+def nll_loss_rule(prim, B, args, batched, params):
+    """Per-member losses from one ``reduction='none'`` call over all members' rows.
+
+    ``mean`` divides each member's sum by its own count (or weight total) of
+    targets that are not ``ignore_index``, as PyTorch does per call.
+    """
+    logp, target = args[0], args[1]
+    weight = args[2] if len(args) > 2 else params.get("weight")
+    if not (batched[0] and batched[1]) or (len(args) > 2 and batched[2]):
+        return NotImplemented
+    ls = logp._data.shape[1:]
+    if len(ls) != 2 and len(ls) != 1:
+        return NotImplemented
+    C = ls[-1]
+    flat_lp = _reshape(logp, (-1, C))
+    flat_t = _reshape(target, (-1,))
+    p = {**params, "reduction": "none"}
+    rest = tuple(args[2:])
+    loss = bind(prim, (flat_lp, flat_t, *rest), p)      # (B * N,)
+    red = params.get("reduction", "mean")
+    n = 1 if len(ls) == 1 else ls[0]
+    loss = _reshape(loss, (B, n))
+    if red == "none":
+        return _reshape(loss, (B,) if len(ls) == 1 else (B, n))
+    total = _bind("sum", (loss,), {"dim": 1, "keepdim": False, "dtype": None})
+    if red == "sum":
+        return total
+    ignore = params.get("ignore_index", -100)
+    valid = _bind("ne", (flat_t, ignore), {})
+    if weight is not None:
+        safe = _bind("where", (valid, flat_t, 0), {})
+        w = _bind("index_select", (weight, safe), {"dim": 0})
+        den = _bind("mul", (w, _bind("cast", (valid,), {"dtype": w._data.dtype})), {})
+    else:
+        den = _bind("cast", (valid,), {"dtype": loss._data.dtype})
+    den = _bind("sum", (_reshape(den, (B, n)),), {"dim": 1, "keepdim": False, "dtype": None})
+    return _bind("div", (total, den), {})
+
+
+def einsum_rule(prim, B, args, batched, params):
+    """Add one new subscript letter for the member axis to every batched operand."""
+    eq = params["equation"].replace(" ", "")
+    if "->" not in eq:
+        return NotImplemented   # implicit output order: rewrite would change it
+    lhs, rhs = eq.split("->")
+    used = set(eq)
+    letter = next(c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in used)
+    terms = lhs.split(",")
+    terms = [letter + t if b else t for t, b in zip(terms, batched, strict=True)]
+    return bind(prim, tuple(args), {**params, "equation": ",".join(terms) + "->" + letter + rhs})
+
+
+def gather_like(prim, B, args, batched, params):
+    """``gather``/``scatter*``: expand shared tensors to B members, shift ``dim``."""
+    if not any(batched):
+        return NotImplemented
+    n = max(_nd(a, b) for a, b in zip(args, batched, strict=True) if getattr(a, "_data", None) is not None)
+    d = _norm(params.get("dim", 0), n)
+    if d is None:
+        return NotImplemented
+    new = [a if b or getattr(a, "_data", None) is None else _expand_to(a, B)
+           for a, b in zip(args, batched, strict=True)]
+    return bind(prim, tuple(new), {**params, "dim": d})
+
+
+def index_select_rule(prim, B, args, batched, params):
+    """Batched source with shared indices: shift ``dim``; a shared table with per-member
+    indices along dim 0 (a lookup): one selection of all members' indices."""
+    x, index = args
+    bx, bi = batched
+    dim = params.get("dim", 0)
+    if bx and not bi:
+        d = _norm(dim, _nd(x, True))
+        return NotImplemented if d is None else bind(prim, (x, index), {**params, "dim": d})
+    if not bx and bi and dim in (0, -x._data.ndim) and index._data.ndim == 2:
+        k = index._data.shape[1]
+        out = bind(prim, (x, _reshape(index, (-1,))), {**params, "dim": 0})
+        return _reshape(out, (B, k, *x._data.shape[1:]))
+    return NotImplemented
+
+
+def index_update_rule(prim, B, args, batched, params):
+    """``index_add``/``index_copy``/``index_fill``: shared indices, shift ``dim``."""
+    if len(args) > 1 and batched[1]:
+        return NotImplemented
+    if len(args) > 2 and batched[2] and prim.name == "index_fill":
+        return NotImplemented
+    n = _nd(args[0], batched[0])
+    d = _norm(params.get("dim", 0), n)
+    if d is None:
+        return NotImplemented
+    new = list(args)
+    if not batched[0]:
+        new[0] = _expand_to(args[0], B)
+    if len(args) > 2 and prim.name != "index_fill" and not batched[2] and getattr(args[2], "_data", None) is not None:
+        new[2] = _expand_to(args[2], B)
+    return bind(prim, tuple(new), {**params, "dim": d})
+
+
+def merge_leading(spatial):
+    """Rule for primitives on ``(N, C, *spatial)`` inputs (conv, pooling, the LSTM cell
+    pieces): members with their own N axis are merged into one N axis of B*N rows;
+    members without one are a batch of B as they are.
+
+    ``spatial(prim, params, args)`` is the number of trailing axes the primitive works on
+    besides C (or None when the rank tells).
+    """
+
+    def rule(prim, B, args, batched, params):
+        if not batched[0] or any(batched[1:]):
+            if not (prim.name.startswith("lstm_cell") and all(batched)):
+                return NotImplemented
+        x = args[0]
+        k = spatial(prim, params, args)
+        n = _nd(x, True)
+        if n == k + 1:
+            return bind(prim, tuple(args), params)
+        if n != k + 2:
+            return NotImplemented
+        new = [_reshape(a, (-1, *a._data.shape[2:])) if b else a for a, b in zip(args, batched, strict=True)]
+        out = bind(prim, tuple(new), params)
+        N = x._data.shape[1]
+        if isinstance(out, tuple):
+            return tuple(_reshape(o, (B, N, *o._data.shape[1:])) for o in out)
+        return _reshape(out, (B, N, *out._data.shape[1:]))
+
+    return rule
+
+
+def rnn_step_rule(prim, B, args, batched, params):
+    """Fused recurrent layers over ONE time step (``nn.GRUCell``): all members' rows form
+    one batch of the step (weights shared)."""
+    bs = params.get("batch_sizes", ())
+    if len(bs) != 1:
+        return NotImplemented
+    n_state = 2 if prim.name == "lstm_layer" else 1
+    if not batched[0] or not all(batched[1:1 + n_state]) or any(batched[1 + n_state:]):
+        return NotImplemented
+    N = args[0]._data.shape[1]
+    new = [_reshape(a, (-1, *a._data.shape[2:])) if b else a for a, b in zip(args, batched, strict=True)]
+    out = bind(prim, tuple(new), {**params, "batch_sizes": (B * N,)})
+    return tuple(_reshape(o, (B, N, *o._data.shape[1:])) for o in out)
