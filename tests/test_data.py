@@ -273,7 +273,7 @@ def test_dead_worker_detected():
     for w in it._workers:
         w.kill()
         w.join()
-    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid \d+\) is killed by signal: Killed"):
         for _ in range(100):
             next(it)
     assert _children() == []

@@ -3,31 +3,46 @@
 With ``num_workers=0`` batches are produced in the main process.  With
 ``num_workers > 0`` each worker is a separate process (``multiprocessing``)
 that receives lists of indices on its own queue, fetches and collates the
-samples, and puts the batch on a shared result queue; the main process hands
-out ``prefetch_factor`` tasks per worker ahead and yields batches in sampler
-order.  Tensors cross the process boundary as NumPy arrays (``Tensor``
-pickles its data only, never a graph).
+samples, and writes the batch to a pipe of its own (``_worker_pipe``); the main
+process hands out ``prefetch_factor`` tasks per worker ahead and yields batches
+in sampler order.  Tensors cross the process boundary as NumPy buffers
+(``Tensor`` pickles its data only, never a graph), written and read without an
+intermediate serialised copy.
 
 * Reproducible: the sampler order comes from ``generator`` (or the default
   generator, so ``dg.manual_seed`` fixes it), and each worker is seeded with
   ``base_seed + worker_id`` (Python's ``random``, NumPy's global generator and
   dyngraph's default generator), ``base_seed`` drawn from the same generator.
 * An exception in a worker is re-raised in the main process with the worker's
-  traceback text; a worker that dies (killed, segfault) raises an error naming
-  its pid and exit code instead of hanging.
+  traceback text.  A worker that dies (SIGKILL from the OOM killer, a segfault,
+  ``os._exit``), even half-way through sending a batch, raises
+  ``RuntimeError: DataLoader worker (pid N) is killed by signal: Killed.`` (or
+  ``... exited unexpectedly with exit code C``) within about 0.1 s: every wait
+  of the main process is a poll of the workers' pipes and their process
+  sentinels, never a blocking read.
+* ``timeout > 0`` bounds the wait for each batch, counted from the moment the
+  main process starts waiting until the whole batch has arrived.
 * Workers are shut down when the epoch ends (unless ``persistent_workers``),
   when the iterator is garbage-collected, or when the loader errors: each gets
-  a stop message, is joined, and is terminated if it does not exit in time.
+  a stop message and its pipe is closed (a worker blocked writing a batch nobody
+  will read gets ``EPIPE`` and exits); after an error the workers get a short
+  grace before SIGTERM, then SIGKILL, so the error is not delayed by a stuck
+  worker.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
+import pickle
 import queue
 import random
+import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..random import Generator, default_generator
+from ._worker_pipe import FrameReader, enlarge_pipe, send_message
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -43,7 +59,9 @@ from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
 _POLL_S = 0.1            # how often a waiting side re-checks that its peer is alive
-_JOIN_TIMEOUT_S = 5.0
+_JOIN_TIMEOUT_S = 5.0    # graceful shutdown (end of epoch): idle workers exit well within this
+_ERROR_GRACE_S = 0.5     # after an error: a worker stuck in user code is not waited for longer
+_READER_FDS: set[int] = set()   # read ends of all live worker pipes of this process (see _worker_loop)
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,10 @@ class _ExceptionWrapper:
 
     def __init__(self, exc: BaseException, where: str) -> None:
         self.exc_type = type(exc)
+        try:                          # a class defined in a function cannot cross the pipe
+            pickle.dumps(self.exc_type)
+        except Exception:
+            self.exc_type = RuntimeError
         self.message = f"Caught {type(exc).__name__} {where}.\nOriginal " + "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__))
 
@@ -167,9 +189,31 @@ def _seed_worker(seed: int) -> None:
     default_generator.manual_seed(seed)
 
 
-def _worker_loop(dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
-                 seed, init_fn, worker_id, num_workers, parent_pid):
+def _send(conn, idx, data, worker_id) -> None:
+    try:
+        send_message(conn.fileno(), (idx, data))
+    except OSError:
+        raise
+    except Exception as e:            # e.g. a batch that cannot be pickled: report it, don't vanish
+        send_message(conn.fileno(), (idx, _ExceptionWrapper(
+            e, f"in DataLoader worker process {worker_id} while sending batch {idx} to the main process")))
+
+
+def _worker_loop(dataset, index_queue, conn, stop_flag, auto_collation, collate_fn, drop_last,
+                 seed, init_fn, worker_id, num_workers, parent_pid, inherited_fds=()):
     global _worker_info
+    # A forked worker inherits the main process's read ends of every worker pipe (its own too);
+    # holding them would keep a write to a pipe the main process closed from failing with EPIPE.
+    # They are replaced by /dev/null rather than closed, so that the numbers are not reused while
+    # the copied Connection objects that own them still exist.
+    if inherited_fds:
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd in inherited_fds:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass
+        os.close(null)
     try:
         _seed_worker(seed)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
@@ -187,15 +231,11 @@ def _worker_loop(dataset, index_queue, result_queue, done_event, auto_collation,
                 if os.getppid() != parent_pid:       # the main process died: leave quietly
                     return
                 continue
-            if task is None:
-                # Shutting down: don't block at exit flushing batches nobody will read.
-                result_queue.cancel_join_thread()
+            if task is None or stop_flag.value:
                 return
-            if done_event.is_set():
-                continue
             idx, index = task
             if init_error is not None:
-                result_queue.put((idx, init_error))
+                _send(conn, idx, init_error, worker_id)
                 init_error = None
                 continue
             try:
@@ -204,9 +244,10 @@ def _worker_loop(dataset, index_queue, result_queue, done_event, auto_collation,
                 data = _StopMarker(worker_id)
             except Exception as e:
                 data = _ExceptionWrapper(e, f"in DataLoader worker process {worker_id}")
-            result_queue.put((idx, data))
+            _send(conn, idx, data, worker_id)
             del data
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenPipeError):
+        # BrokenPipeError: the main process closed our pipe (shutdown, or it died): nothing to do.
         pass
 
 
@@ -274,24 +315,39 @@ class _MultiProcessIter(_BaseIter):
             ctx = mp.get_context(ctx)
         self._ctx = ctx
         self._shutdown = False
-        self._result_queue = ctx.Queue()
-        self._done_event = ctx.Event()
+        # A lock-free flag: a worker killed while holding an Event's lock would deadlock set().
+        self._stop_flag = ctx.RawValue("b", 0)
         self._index_queues = []
         self._workers = []
+        self._readers: list[FrameReader] = []
+        self._conns = []
+        self._arrived: collections.deque = collections.deque()
         base_seed = self._base_seed
         try:
             for wid in range(self._num_workers):
                 iq = ctx.Queue()
+                r, w_end = ctx.Pipe(duplex=False)
+                enlarge_pipe(w_end.fileno())
+                self._index_queues.append(iq)
+                self._conns.append(r)
+                self._readers.append(FrameReader(r.fileno()))
+                _READER_FDS.add(r.fileno())
+                # fd numbers mean the same thing in the child only when it is forked
+                inherited = tuple(_READER_FDS) if ctx.get_start_method() == "fork" else ()
                 w = ctx.Process(
                     target=_worker_loop, daemon=True,
-                    args=(self._dataset, iq, self._result_queue, self._done_event, self._auto_collation,
+                    args=(self._dataset, iq, w_end, self._stop_flag, self._auto_collation,
                           self._collate_fn, self._drop_last, base_seed + wid, loader.worker_init_fn, wid,
-                          self._num_workers, os.getpid()))
-                w.start()
-                self._index_queues.append(iq)
+                          self._num_workers, os.getpid(), inherited))
+                try:
+                    w.start()
+                finally:
+                    # Only the worker may hold its write end: then its death is also end-of-file
+                    # here, and workers started later do not inherit it.
+                    w_end.close()
                 self._workers.append(w)
         except BaseException:
-            self._shutdown_workers()
+            self._shutdown_workers(graceful=False)
             raise
         self._start_epoch()
 
@@ -332,26 +388,53 @@ class _MultiProcessIter(_BaseIter):
         self._send_idx += 1
         self._outstanding += 1
 
-    def _get_result(self):
-        waited = 0.0
-        while True:
+    def _fail(self, msg: str):
+        self._shutdown_workers(graceful=False)
+        raise RuntimeError(msg) from None
+
+    def _dead_worker_error(self, w) -> str:
+        w.join(timeout=_POLL_S)          # reap it, so the exit code is known
+        code = w.exitcode
+        if code is not None and code < 0:
             try:
-                idx, data = self._result_queue.get(timeout=_POLL_S)
-            except queue.Empty:
-                waited += _POLL_S
-                dead = [w for w in self._workers if not w.is_alive()]
-                if dead:
-                    info = ", ".join(f"pid {w.pid} (exit code {w.exitcode})" for w in dead)
-                    self._shutdown_workers()
-                    raise RuntimeError(f"DataLoader worker(s) exited unexpectedly: {info}. A worker may have "
-                                       "been killed (out of memory?) or crashed in native code") from None
-                if self._timeout > 0 and waited >= self._timeout:
-                    self._shutdown_workers()
-                    raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds waiting for a "
-                                       "batch from its workers") from None
+                name = signal.Signals(-code).name
+                desc = signal.strsignal(-code) or name
+            except ValueError:
+                desc = f"signal {-code}"
+            what = f"is killed by signal: {desc}."
+        else:
+            what = f"exited unexpectedly with exit code {code}."
+        return (f"DataLoader worker (pid {w.pid}) {what} It may have run out of memory (the OOM killer "
+                "sends SIGKILL) or crashed in native code; the batch it was producing or sending is lost.")
+
+    def _get_result(self):
+        """Wait for the next message from any worker; every wait is bounded (no blocking reads)."""
+        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
+        while True:
+            if self._arrived:
+                self._outstanding -= 1
+                return self._arrived.popleft()
+            wait_s = _POLL_S
+            if deadline is not None:
+                wait_s = max(0.0, min(wait_s, deadline - time.monotonic()))
+            fds = {r.fd: (wid, r) for wid, r in enumerate(self._readers)}
+            sentinels = {w.sentinel: w for w in self._workers}
+            ready = mp_connection.wait(list(fds) + list(sentinels), timeout=wait_s)
+            for fd in ready:
+                if fd in fds:
+                    wid, reader = fds[fd]
+                    try:
+                        self._arrived.extend(reader.pump())
+                    except EOFError:
+                        self._fail(self._dead_worker_error(self._workers[wid]))
+            if self._arrived:
                 continue
-            self._outstanding -= 1
-            return idx, data
+            for w in self._workers:
+                if (w.sentinel in ready or not w.is_alive()):
+                    self._fail(self._dead_worker_error(w))
+            if deadline is not None and time.monotonic() >= deadline:
+                self._fail(f"DataLoader timed out after {self._timeout} seconds waiting for a batch from "
+                           f"its workers (pids {', '.join(str(w.pid) for w in self._workers)})")
 
     def __next__(self):
         while True:
@@ -392,28 +475,46 @@ class _MultiProcessIter(_BaseIter):
     def _process(self, data):
         self._try_put_index()
         if isinstance(data, _ExceptionWrapper):
-            self._shutdown_workers()
+            self._shutdown_workers(graceful=False)
             data.reraise()
         self._num_yielded += 1
         return data
 
-    def _shutdown_workers(self) -> None:
+    def _shutdown_workers(self, graceful: bool = True) -> None:
+        """Stop the workers.  ``graceful``: they are idle (end of epoch) and get time to exit;
+        otherwise (an error, a dead or stuck worker) they get ``_ERROR_GRACE_S`` before SIGTERM."""
         if self._shutdown:
             return
         self._shutdown = True
         try:
-            self._done_event.set()
+            self._stop_flag.value = 1
             for iq in self._index_queues:
                 try:
                     iq.put(None)
                 except (OSError, ValueError):
                     pass
+            # Close our read ends first: a worker blocked writing a batch gets EPIPE and exits.
+            for c in self._conns:
+                _READER_FDS.discard(c.fileno())
+                c.close()
+            self._conns, self._readers = [], []
+            end = time.monotonic() + (_JOIN_TIMEOUT_S if graceful else _ERROR_GRACE_S)
             for w in self._workers:
-                w.join(timeout=_JOIN_TIMEOUT_S)
+                w.join(timeout=max(0.0, end - time.monotonic()))
+            for w in self._workers:
                 if w.is_alive():
                     w.terminate()
-                    w.join(timeout=_JOIN_TIMEOUT_S)
-            for q in self._index_queues + [self._result_queue]:
+                    try:                        # a stopped (SIGSTOP) worker acts on SIGTERM only once continued
+                        os.kill(w.pid, signal.SIGCONT)
+                    except (OSError, TypeError):
+                        pass
+            end = time.monotonic() + _ERROR_GRACE_S
+            for w in self._workers:
+                w.join(timeout=max(0.0, end - time.monotonic()))
+                if w.is_alive():                # ignored SIGTERM
+                    w.kill()
+                    w.join()
+            for q in self._index_queues:
                 q.cancel_join_thread()
                 q.close()
         finally:
