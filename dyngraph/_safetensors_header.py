@@ -212,7 +212,8 @@ def _validate(header: Any, name: str):
                        f"data_offsets (got {got}): corrupted file")
         code, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
         if not isinstance(code, str) or np_dtype_for(code) is None:
-            known = "a safetensors dtype dyngraph cannot hold" if code in _SPEC_ONLY else "not a safetensors dtype"
+            spec = isinstance(code, str) and code in _SPEC_ONLY
+            known = "a safetensors dtype dyngraph cannot hold" if spec else "not a safetensors dtype"
             fail(name, f"tensor {key!r} has dtype {str(code)[:40]!r} ({known}; readable: "
                        f"{', '.join(DTYPES)})")
         if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import inspect
 import json
 import math
 import os
@@ -47,6 +48,7 @@ import stat
 import struct
 import threading
 import time
+import types
 import zlib
 from typing import Any, BinaryIO
 
@@ -304,6 +306,7 @@ class _Packer:
         return node
 
 
+_CODE_ATTRS = (types.FunctionType, property, classmethod, staticmethod, types.MethodType)
 _MODULE_TREE = ("training", "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
 _internal_names: frozenset | None = None
 
@@ -633,6 +636,8 @@ class _Unpacker:
 
     def tensor_node(self, node: dict, tag: str):
         key = node[tag]
+        if not isinstance(key, str):
+            self.bad(f"tensor entry {str(node)[:80]} names no tensor")
         memo = self.tensors.get((tag, key))
         if memo is not None:
             return memo
@@ -674,7 +679,7 @@ class _Unpacker:
                 return value
             self.bad(f"plain value {str(value)[:40]!r} is not a finite number, string, boolean or null")
         if tag == "f":
-            if value not in _NONFINITE:
+            if not isinstance(value, str) or value not in _NONFINITE:
                 self.bad(f"non-finite float entry {str(value)[:40]!r} is not inf, -inf or nan")
             return _NONFINITE[value]
         if tag in ("L", "U"):
@@ -786,6 +791,10 @@ class _Unpacker:
 
         for entry in node["attrs"]:
             k = name_of(entry, "attrs", 2)
+            # A plain attribute may override a class-level default (``dropout = 0.0``), never a
+            # method or property: a file must not rewire what the allowed class's code calls.
+            if isinstance(inspect.getattr_static(cls, k, None), _CODE_ATTRS):
+                self.bad(f"attribute {k!r} would replace the method/property {cls.__name__}.{k}")
             d[k] = self.unpack(entry[1], depth + 1)
         for entry in node["params"]:
             k = name_of(entry, "params", 2)

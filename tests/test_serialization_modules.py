@@ -227,6 +227,9 @@ def _module_node(cls_name, **over):
     (_module_node("dyngraph.nn.linear.Linear", modules=[["m", {"v": 1}]]), "not stored as a module"),
     (_module_node("dyngraph.nn.linear.Linear", buffers=[["b", None, "yes"]]), "malformed"),
     (_module_node("dyngraph.nn.linear.Linear", id=3), "out of sequence"),
+    (_module_node("dyngraph.nn.linear.Linear", attrs=[["forward", {"G": "dyngraph.nn.functional.relu"}]]),
+     "would replace the method/property Linear.forward"),
+    (_module_node("dyngraph.nn.linear.Linear", attrs=[["extra_repr", {"v": 1}]]), "would replace"),
     (_module_node("dyngraph.nn.linear.Linear", training=1), "boolean"),
     (_module_node("dyngraph.nn.linear.Linear", code="print(1)"), "expected M, id"),
 ])
