@@ -41,9 +41,9 @@ from .ops.reduction import sum  # noqa: F401,A004
 # Subpackages and a few top-level functions are imported on first use (PEP 562):
 # `import dyngraph` stays fast, and each subpackage is owned by one module tree.
 _LAZY_MODULES = {
-    "autobatch",
     "nn", "optim", "data", "utils", "jit", "onnx", "viz", "tensorboard", "profiler",
-    "distributed", "linalg", "serialization", "examples", "func",
+    "distributed", "linalg", "serialization", "examples", "func", "accelerator", "multiprocessing",
+    "version", "run_torch", "autobatch",
 }
 _LAZY_ATTRS = {
     "save": ("serialization", "save"),

@@ -517,6 +517,11 @@ def _install_methods() -> None:
              "is_signed": lambda self: self._data.dtype.kind in "if",
              "positive": lambda self: self})
     Tensor.is_cpu = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
+    # PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
+    # or a CUDA GPU, so each is False (sparse tensors override ``is_sparse``).
+    for name in ("is_xpu", "is_mps", "is_meta", "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia",
+                 "is_maia", "is_xla", "is_quantized", "is_nested", "is_sparse", "is_sparse_csr"):
+        setattr(Tensor, name, property(lambda self: False, doc=f"False: {name[3:]} tensors are not dyngraph's."))
     install({"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones,
              "new_empty": new_empty, "new_full": new_full, "normal_": normal_,
              "uniform_": uniform_, "bernoulli_": bernoulli_, "exponential_": exponential_})

@@ -35,3 +35,7 @@ try:
     from .transformer import *  # noqa: F401,F403
 except ImportError:
     pass
+
+# PyTorch's module layout (``torch.nn.modules.dropout.Dropout``) and ``nn.DataParallel``.
+from . import modules, parallel  # noqa: E402,F401
+from .parallel import DataParallel  # noqa: E402,F401

@@ -682,8 +682,9 @@ class Module:
         return self._apply(lambda t: t.cuda(device))
 
     def share_memory(self) -> Module:
-        """No-op (NumPy arrays are already shared by threads); kept for API compatibility."""
-        return self
+        """Move parameters and buffers to shared memory (``Tensor.share_memory_``), so that
+        forked worker processes train the same weights (Hogwild)."""
+        return self._apply(lambda t: t.share_memory_())
 
     # ------------------------------------------------------------------
     # hooks

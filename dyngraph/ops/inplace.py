@@ -14,6 +14,8 @@ PyTorch's rules apply:
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from .._core.state import STATE, note_inplace
@@ -169,7 +171,14 @@ def fill_(self: Tensor, value) -> Tensor:
 
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
-    """Copy ``src`` (broadcast, cast to this dtype) into this tensor in place."""
+    """Copy ``src`` (broadcast, cast to this dtype) into this tensor in place.
+
+    Any dtype converts to any dtype, as in PyTorch: floats are truncated toward zero
+    into integers, nonzero values become ``True`` in a bool tensor.
+
+    >>> dg.zeros((), dtype=dg.long).copy_(dg.tensor(3.7))
+    tensor(3)
+    """
     src = operand(src)
     if not isinstance(src, Tensor):
         return fill_(self, src)
@@ -187,10 +196,43 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 
     if device_of(value) != device_of(self._data):
         value = move_to(value, device_of(self._data))
+    if value.dtype != self._data.dtype:
+        with np.errstate(over="ignore", invalid="ignore"):   # PyTorch converts silently
+            value = value.astype(self._data.dtype)   # copy_ converts across every dtype pair
     _write(self, value, "copy_")
     bump_version(self)
     _notify(self, src)
     return self
+
+
+def share_memory_(self: Tensor) -> Tensor:
+    """Move this tensor's values into shared memory (an anonymous ``MAP_SHARED`` mapping).
+
+    Processes forked afterwards (``dg.multiprocessing.Process`` with the default ``fork``
+    start method) see each other's in-place writes, which is what Hogwild-style training
+    needs.  Already-shared tensors and GPU tensors are returned as they are.
+
+    >>> w = dg.zeros(3).share_memory_(); w.is_shared()
+    True
+    """
+    data = self._data
+    if is_shared(self) or not isinstance(data, np.ndarray):
+        return self
+    buf = mmap.mmap(-1, max(data.nbytes, 1))    # anonymous mappings are MAP_SHARED on POSIX
+    shared = np.frombuffer(buf, dtype=data.dtype, count=data.size).reshape(data.shape)
+    shared[...] = data
+    self._data = shared
+    return self
+
+
+def is_shared(self: Tensor) -> bool:
+    """Whether :meth:`share_memory_` moved this tensor (or the tensor it views) to shared memory."""
+    base = self._data
+    while base is not None:
+        if isinstance(base, mmap.mmap):
+            return True
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    return False
 
 
 def requires_grad_leaf_check(self):  # pragma: no cover - kept for API symmetry
@@ -244,4 +286,5 @@ install({
     "reciprocal_": _unary_inplace(E.reciprocal, "reciprocal_"),
     "square_": _unary_inplace(E.square, "square_"),
     "zero_": zero_, "fill_": fill_, "copy_": copy_,
+    "share_memory_": share_memory_, "is_shared": is_shared,
 })

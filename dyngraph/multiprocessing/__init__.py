@@ -1,0 +1,53 @@
+"""``dg.multiprocessing``: the standard library's ``multiprocessing`` with PyTorch's additions.
+
+Every name of :mod:`multiprocessing` is here (``Process``, ``Queue``, ``Pool``,
+``set_start_method``...), plus ``spawn`` / ``start_processes`` and the sharing-strategy
+calls.  ``Tensor.share_memory_()`` / ``Module.share_memory()`` move values into a
+shared anonymous mapping, so processes started with the ``fork`` method (Linux's
+default) train one set of weights — Hogwild::
+
+    model.share_memory()
+    procs = [mp.Process(target=train, args=(rank, model)) for rank in range(4)]
+    for p in procs: p.start()
+    for p in procs: p.join()
+
+Tensors sent through a ``Queue`` are pickled by value (a copy), not by a handle to
+shared memory as in PyTorch; share them before forking instead.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as _mp
+from multiprocessing import *  # noqa: F401,F403
+
+from .spawn import (  # noqa: F401
+    ProcessContext,
+    ProcessExitedException,
+    ProcessRaisedException,
+    spawn,
+    start_processes,
+)
+
+__all__ = [*_mp.__all__, "spawn", "start_processes", "ProcessContext", "ProcessRaisedException",
+           "ProcessExitedException", "set_sharing_strategy", "get_sharing_strategy",
+           "get_all_sharing_strategies"]
+
+_STRATEGIES = {"file_descriptor", "file_system"}
+_strategy = "file_descriptor"
+
+
+def get_all_sharing_strategies() -> set:
+    """The strategy names PyTorch accepts (dyngraph shares memory one way: anonymous mappings)."""
+    return set(_STRATEGIES)
+
+
+def get_sharing_strategy() -> str:
+    return _strategy
+
+
+def set_sharing_strategy(new_strategy: str) -> None:
+    """Record the strategy; shared tensors use an anonymous shared mapping either way."""
+    global _strategy
+    if new_strategy not in _STRATEGIES:
+        raise ValueError(f"set_sharing_strategy: expected one of {sorted(_STRATEGIES)}, got {new_strategy!r}")
+    _strategy = new_strategy

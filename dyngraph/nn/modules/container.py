@@ -1,0 +1,10 @@
+"""``torch.nn.modules.container``: PyTorch's module path for these layers (defined elsewhere in ``dg.nn``).
+
+>>> from dyngraph.nn.modules.container import Sequential
+"""
+
+from __future__ import annotations
+
+from ..containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
+
+__all__ = ['Sequential', 'ModuleList', 'ModuleDict', 'ParameterList', 'ParameterDict']

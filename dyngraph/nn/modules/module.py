@@ -1,0 +1,10 @@
+"""``torch.nn.modules.module``: PyTorch's module path for these layers (defined elsewhere in ``dg.nn``).
+
+>>> from dyngraph.nn.modules.module import Module
+"""
+
+from __future__ import annotations
+
+from ..module import Module  # noqa: F401
+
+__all__ = ['Module']

@@ -1,0 +1,10 @@
+"""``torch.nn.modules.pixelshuffle``: PyTorch's module path for these layers (defined elsewhere in ``dg.nn``).
+
+>>> from dyngraph.nn.modules.pixelshuffle import PixelShuffle
+"""
+
+from __future__ import annotations
+
+from ..upsampling import PixelShuffle, PixelUnshuffle  # noqa: F401
+
+__all__ = ['PixelShuffle', 'PixelUnshuffle']

@@ -1,0 +1,7 @@
+"""``torch.nn.parallel.distributed``: ``DistributedDataParallel`` (``dg.distributed``'s, over MPI)."""
+
+from __future__ import annotations
+
+from ...distributed.ddp import DistributedDataParallel  # noqa: F401
+
+__all__ = ["DistributedDataParallel"]

@@ -1,0 +1,20 @@
+"""``dg.utils.data``: the same objects as ``dg.data`` under PyTorch's import path
+(``torch.utils.data.DataLoader`` → ``dg.utils.data.DataLoader``).
+
+PyTorch's submodules exist too: ``dataloader``, ``sampler``, ``dataset``,
+``distributed`` (``DistributedSampler``) and ``_utils.collate``, so
+``from torch.utils.data.dataloader import default_collate`` ports.
+"""
+
+from ...data import *  # noqa: F401,F403
+from ...data import __all__  # noqa: F401
+from . import _utils, dataloader, dataset, sampler  # noqa: F401,E402
+
+
+def __getattr__(name):
+    # ``distributed`` pulls in dyngraph.distributed (MPI bindings): imported on first use.
+    if name == "distributed":
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'dyngraph.utils.data' has no attribute {name!r}")

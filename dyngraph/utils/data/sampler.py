@@ -1,0 +1,18 @@
+"""``torch.utils.data.sampler``: the samplers under PyTorch's module path.
+
+>>> from dyngraph.utils.data.sampler import RandomSampler, BatchSampler
+"""
+
+from __future__ import annotations
+
+from ...data.sampler import (  # noqa: F401
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+
+__all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler"]

@@ -1,0 +1,7 @@
+"""``torch.utils.tensorboard.writer``: ``SummaryWriter`` under PyTorch's module path."""
+
+from __future__ import annotations
+
+from ...tensorboard.writer import SummaryWriter  # noqa: F401
+
+__all__ = ["SummaryWriter"]

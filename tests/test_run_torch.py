@@ -1,0 +1,186 @@
+"""``python -m dyngraph.run_torch``: the import hook, PyTorch's module layout and the names
+preambles use, each compared with torch 2.13 where torch has the same name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dyngraph
+from dyngraph import run_torch
+
+torch = pytest.importorskip("torch")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _program(tmp_path, source: str, name: str = "prog.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def test_hook_maps_modules_and_restores_real_torch(tmp_path):
+    real = sys.modules["torch"]
+    prog = _program(tmp_path, """
+        import sys
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        import torch.backends.cudnn as cudnn
+        from torch.utils.data.dataloader import DataLoader
+        from torch.utils.data.sampler import RandomSampler
+        from torch.utils.data import dataset
+        from torch.nn.modules.dropout import Dropout
+        from torch.nn.parallel import DistributedDataParallel, DataParallel
+        from torch.cuda.amp import autocast
+        from torch.utils.tensorboard import SummaryWriter
+        cudnn.benchmark = True
+        result = dict(argv=sys.argv[1:], linear=nn.Linear, relu=F.relu, loader=DataLoader,
+                      dropout=Dropout, version=torch.__version__, cudnn_mod=cudnn,
+                      dataset=dataset.TensorDataset, main=__name__)
+    """)
+    g = run_torch.run_path(prog, ["--x", 3])
+    r = g["result"]
+    assert r["argv"] == ["--x", "3"] and r["main"] == "__main__"
+    assert r["linear"] is dyngraph.nn.Linear and r["relu"] is dyngraph.nn.functional.relu
+    assert r["loader"] is dyngraph.data.DataLoader and r["dropout"] is dyngraph.nn.Dropout
+    assert r["dataset"] is dyngraph.data.TensorDataset
+    assert dyngraph.backends.cudnn.benchmark is True      # the write went through to dyngraph
+    dyngraph.backends.cudnn.benchmark = False
+    assert r["version"] >= "2.0" and r["version"] >= "2.13" and not r["version"] < "2.9"
+    assert sys.modules["torch"] is real and "torch.utils.tensorboard" not in sys.modules or \
+        sys.modules["torch.utils.tensorboard"].__name__ == "torch.utils.tensorboard"
+
+
+@pytest.mark.parametrize("source, name", [
+    ("import torch\ntorch.fft_nope(1)\n", "torch.fft_nope"),
+    ("import torch.nn.functional as F\nF.not_a_function(1)\n", "torch.nn.functional.not_a_function"),
+    ("import torch\ntorch.ones(2).frobnicate()\n", "torch.Tensor.frobnicate"),
+    ("from torch.nn.functional import nope_fn\n", "torch.nn.functional.nope_fn"),
+])
+def test_first_missing_name_is_named(tmp_path, source, name):
+    prog = _program(tmp_path, source)
+    with pytest.raises((run_torch.MissingTorchNameError, run_torch.MissingTorchModuleError),
+                       match=name.replace(".", r"\.") + " is not provided by dyngraph"):
+        run_torch.run_path(prog)
+
+
+def test_missing_module_is_named(tmp_path):
+    prog = _program(tmp_path, "import torch.no_such_module\n")
+    with pytest.raises(run_torch.MissingTorchModuleError, match="'torch.no_such_module'"):
+        run_torch.run_path(prog)
+    # a program's own fallback still works: the error is an ImportError / AttributeError
+    prog = _program(tmp_path, """
+        try:
+            import torch.no_such_module
+        except ImportError:
+            ok = hasattr(__import__("torch"), "not_there") is False
+    """, "fallback.py")
+    assert run_torch.run_path(prog)["ok"]
+
+
+def test_command_line_runs_a_program_and_reports_the_name(tmp_path):
+    prog = _program(tmp_path, """
+        import argparse
+        import torch
+        if __name__ == "__main__":
+            p = argparse.ArgumentParser(); p.add_argument("--n", type=int); a = p.parse_args()
+            print("sum", torch.arange(a.n).sum().item(), type(torch.ones(1)).__module__)
+            torch.missing_thing
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-m", "dyngraph.run_torch", prog, "--n", "4"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert "sum 6 dyngraph.tensor" in res.stdout
+    assert res.returncode == 1
+    assert "MissingTorchNameError: torch.missing_thing is not provided by dyngraph" in res.stderr
+
+
+def test_preamble_names_match_torch():
+    for lib in (torch, dyngraph):
+        assert lib.accelerator.is_available() is False and lib.accelerator.current_accelerator() is None
+        assert lib.accelerator.device_count() == 0
+        with pytest.raises(RuntimeError, match="accelerator"):
+            lib.accelerator.current_device_index()
+        assert lib.backends.cudnn.is_available() is False and lib.backends.mps.is_available() is False
+        assert lib.backends.cuda.is_built() is False
+        lib.backends.cuda.matmul.allow_tf32 = True
+        assert lib.get_float32_matmul_precision() == "high"
+        lib.set_float32_matmul_precision("highest")
+        assert lib.backends.cuda.matmul.allow_tf32 is False
+        assert lib.version.cuda is None
+        t = lib.ones(1)
+        assert (t.is_cpu, t.is_cuda, t.is_meta) == (True, False, False)
+
+
+def test_copy_casts_across_dtypes_like_torch():
+    pairs = [("float32", "int64", [3.7, -2.5, 0.0]), ("float64", "bool", [0.0, 2.0, -1.0]),
+             ("int64", "float16", [1, 70000, -3]), ("bool", "float32", [True, False, True]),
+             ("float32", "uint8", [1.9, 200.2, 0.0])]
+    for src, dst, vals in pairs:
+        d = dyngraph.zeros(3, dtype=getattr(dyngraph, dst)).copy_(dyngraph.tensor(vals, dtype=getattr(dyngraph, src)))
+        t = torch.zeros(3, dtype=getattr(torch, dst)).copy_(torch.tensor(vals, dtype=getattr(torch, src)))
+        np.testing.assert_array_equal(d.numpy(), t.numpy(), err_msg=f"{src}->{dst}")
+    assert dyngraph.zeros((), dtype=dyngraph.long).copy_(dyngraph.tensor(3.7)).item() == 3
+    # load_state_dict of an integer buffer that went through a float conversion
+    bn = dyngraph.nn.BatchNorm1d(2)
+    state = {k: v.double() for k, v in bn.state_dict().items()}
+    state["num_batches_tracked"] = dyngraph.tensor(5.0)
+    bn.load_state_dict(state)
+    assert bn.num_batches_tracked.dtype == dyngraph.int64 and bn.num_batches_tracked.item() == 5
+
+
+def test_share_memory_is_seen_by_forked_processes():
+    mp = dyngraph.multiprocessing
+    model = dyngraph.nn.Linear(3, 2)
+    assert not model.weight.is_shared()
+    assert model.share_memory() is model and model.weight.is_shared() and model.bias.is_shared()
+    w = model.weight
+
+    def bump(rank, t):
+        with dyngraph.no_grad():
+            t.add_(rank + 1)
+
+    before = w.detach().numpy().copy()
+    ctx = mp.get_context("fork")
+    for r in range(2):
+        p = ctx.Process(target=bump, args=(r, w))
+        p.start()
+        p.join()
+        assert p.exitcode == 0
+    np.testing.assert_allclose(w.detach().numpy(), before + 3)
+
+
+def _fails(rank):
+    if rank == 1:
+        raise ValueError("rank one failed")
+
+
+def test_spawn_reraises_a_child_error():
+    with pytest.raises(dyngraph.multiprocessing.ProcessRaisedException, match="rank one failed"):
+        dyngraph.multiprocessing.spawn(_fails, nprocs=2, start_method="fork")
+    assert dyngraph.multiprocessing.get_sharing_strategy() in torch.multiprocessing.get_all_sharing_strategies()
+
+
+def test_module_layout_names_match_torch():
+    import torch.nn.modules as tm  # noqa: PLC0415
+
+    for fam in ("linear", "conv", "dropout", "loss", "batchnorm", "activation", "container", "rnn",
+                "pooling", "normalization", "sparse", "transformer"):
+        tmod, dmod = getattr(tm, fam), getattr(dyngraph.nn.modules, fam)
+        for name in dmod.__all__:
+            assert getattr(tmod, name).__name__ == getattr(dmod, name).__name__ == name
+    assert issubclass(dyngraph.nn.BatchNorm2d, dyngraph.nn.modules.batchnorm._BatchNorm)
+    assert dyngraph.nn.modules.utils._pair(3) == tm.utils._pair(3) == (3, 3)
+    dp = dyngraph.nn.DataParallel(dyngraph.nn.Linear(2, 1))
+    tp = torch.nn.DataParallel(torch.nn.Linear(2, 1))
+    assert list(dp.state_dict()) == list(tp.state_dict())
+    sd = dict(dp.state_dict())
+    dyngraph.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")
+    assert list(sd) == ["weight", "bias"]
