@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from .._core.state import concrete
 from ..ops import elementwise as E  # noqa: N812
 from ..ops.nn import log_softmax, nll_loss_nd
 from ..ops.reduction import mean as _mean
@@ -171,13 +172,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         smooth = -_sum(logp * reshape(weight, *wshape), cdim)
     else:
         smooth = -_sum(logp, cdim)
-    t = target._data
+    t = concrete(target, "cross_entropy(label_smoothing): ignored positions and class weights")
     ignored = t == ignore_index
     if ignored.any():
         smooth = smooth * _const((~ignored).astype(input._data.dtype))
     if reduction == "mean":
         if weight is not None:
-            wt = weight._data[np.where(ignored, 0, t)][~ignored]
+            wt = concrete(weight, "cross_entropy(label_smoothing): the mean's class weights")[
+                np.where(ignored, 0, t)][~ignored]
             denom = wt.sum()
         else:
             denom = (~ignored).sum()
@@ -413,7 +415,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noq
     tensor(0.8500)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    x, t = input, target._data  # the target only selects entries: no gradient
+    # the target only selects entries (no gradient), as values
+    x, t = input, concrete(target, "multilabel_margin_loss: the target lists the classes")
     if x._data.ndim not in (1, 2) or t.shape != x._data.shape or t.dtype.kind not in "iu":
         raise RuntimeError(
             f"multilabel_margin_loss: expected input of shape (C) or (N, C) and an int64 target "

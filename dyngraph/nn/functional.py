@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .._core.state import concrete
 from ..ops import elementwise as E  # noqa: N812
 from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
 from ..ops.nn import (
@@ -108,14 +109,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
         if offsets is not None:
             raise ValueError("embedding_bag: if input is 2D, then offsets has to be None")
         b, length = idx._data.shape
-        flat = idx._data.reshape(-1)
+        flat = concrete(idx, "embedding_bag: the indices select the rows (read as values)").reshape(-1)
         bag_of = np.repeat(np.arange(b), length)
         n_bags = b
     elif idx._data.ndim == 1:
         if offsets is None:
             raise ValueError("embedding_bag: offsets has to be a 1D Tensor but got None")
-        off = np.asarray(offsets._data if isinstance(offsets, Tensor) else offsets).astype(np.int64)
-        flat = idx._data
+        off = np.asarray(concrete(offsets, "embedding_bag: offsets decide the bag sizes")
+                         if isinstance(offsets, Tensor) else offsets).astype(np.int64)
+        flat = concrete(idx, "embedding_bag: the indices select the rows (read as values)")
         if include_last_offset:
             n_bags = len(off) - 1
             ends = off[1:]
@@ -164,7 +166,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
 
 def _bag_max(rows, bag_of, keep, n_bags):
     """Per-bag, per-column maximum of ``rows`` (empty bags give 0), differentiably."""
-    r = rows._data
+    # which row wins each bag depends on the weights' values
+    r = concrete(rows, "embedding_bag(mode='max'): the maxima pick the rows")
     n, d = r.shape
     masked = np.where(keep[:, None], r, -np.inf)
     best = np.full((n_bags, d), -np.inf, dtype=r.dtype)

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .._core.state import concrete
 from ..ops.linalg import matmul
 from ..ops.nn import linear, softmax
 from ..ops.reduction import mean
@@ -41,7 +42,8 @@ def _dropout(x, p, training):
 def _mask_to_additive(mask: Tensor, dtype, keep_is_true: bool, op: str) -> Tensor:
     """A float mask to add to attention scores (-inf where attention is not allowed)."""
     if mask._data.dtype == np.bool_:
-        blocked = ~mask._data if keep_is_true else mask._data
+        m = concrete(mask, f"{op}: a bool mask becomes an additive mask")
+        blocked = ~m if keep_is_true else m
         return _const(np.where(blocked, -np.inf, 0.0).astype(dtype))
     if mask._data.dtype.kind != "f":
         raise RuntimeError(f"{op}: only bool and floating types of masks are supported, got {mask.dtype}")

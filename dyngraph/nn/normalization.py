@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.state import concrete
 from . import functional as F  # noqa: N812
 from ._factory import check_input, float_dtype, new_buffer, new_param
 from .init import ones_, zeros_
@@ -203,7 +204,7 @@ class _BatchNorm(_NormBase):
             if nbt._vc is not None:
                 nbt._vc[0] += 1
             if self.momentum is None:  # cumulative moving average
-                eaf = 1.0 / float(nbt._data)
+                eaf = 1.0 / float(concrete(nbt, "BatchNorm(momentum=None): the step count"))
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_running = not self.training or self.track_running_stats
         return F.batch_norm(

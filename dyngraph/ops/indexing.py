@@ -40,11 +40,12 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import return_types as _rt
-from ..autograd.grad_mode import STATE
+from .._core.state import STATE, concrete
 from ..autograd.graph import Meta
 from ..tensor import Tensor, _wrap_dim
 from ._util import as_tensor_arg, install
 from .inplace import _check_target, apply_inplace, bump_version
+from .reduction import count_nonzero_p as _count_nonzero_p
 from .registry import bind, primitive
 
 __all__ = [
@@ -168,8 +169,8 @@ def _index_tensor(obj) -> Tensor:
         raise IndexError(
             f"tensors used as indices must be long, int, byte or bool tensors (got {t.dtype}, "
             f"shape {list(t.shape)})")
-    if t._data.dtype == np.uint8:     # PyTorch's legacy byte masks
-        t = Tensor._make(t._data.astype(bool), False, None, 0)
+    if t._data.dtype == np.uint8:     # PyTorch's legacy byte masks (cast by a primitive: replayable)
+        t = t.bool()
     return t
 
 
@@ -796,7 +797,7 @@ def _check_index_1d(op, input, dim, index):  # noqa: A002
     if input._data.ndim == 0 and index._data.size != 1:
         raise IndexError(f"{op}(): Index to scalar can have only 1 value, got {index._data.size} value(s)")
     if index._data.ndim == 0:
-        index = Tensor._make(index._data.reshape(1), False, None, 0)
+        index = index.reshape(1)
     n = input._data.shape[d] if input._data.ndim else 1
     if index._data.size:
         lo, hi = int(index._data.min()), int(index._data.max())
@@ -1023,10 +1024,13 @@ def masked_select(input, mask):  # noqa: A002
     mask = _mask_arg(mask, "masked_select")
     shape = _bcast("masked_select", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
-    m = mask if mask._data.shape == shape else Tensor._make(np.broadcast_to(mask._data, shape), False, None, 0)
+    m = mask if mask._data.shape == shape else expand(mask, shape)
     if not shape:
         x = x.reshape(1)
-        m = Tensor._make(m._data.reshape(1), False, None, 0)
+        m = m.reshape(1)
+    if STATE.interpreter is not None:
+        concrete(bind(_count_nonzero_p, (m,)), "masked_select: the number of True values decides "
+                 "the output size")
     return _bind_light(index_p, (x, m), {"index": (TENSOR,)}, (0,))
 
 
@@ -1037,8 +1041,9 @@ def masked_scatter(input, mask, source):  # noqa: A002
     mask = _mask_arg(mask, "masked_scatter")
     shape = _bcast("masked_scatter", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
-    m = Tensor._make(np.broadcast_to(mask._data, shape).copy(), False, None, 0)
-    n = int(m._data.sum())
+    m = mask if mask._data.shape == shape else expand(mask, shape)
+    n = int(concrete(bind(_count_nonzero_p, (m,)), "masked_scatter: the number of True values "
+                     "decides how much of source is used"))
     if source._data.size < n:
         raise RuntimeError(f"masked_scatter: expected source to have at least {n} elements (the number of "
                            f"True values in mask), got {source._data.size}")
@@ -1074,7 +1079,7 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     xt = tuple(bs[:d] + [xs[d]] + bs[d + 1:])
     jt = tuple(bs[:d] + [js[d]] + bs[d + 1:])
     x = input if tuple(xs) == xt else expand(input, xt)
-    j = indices if tuple(js) == jt else Tensor._make(np.broadcast_to(indices._data, jt), False, None, 0)
+    j = indices if tuple(js) == jt else expand(indices, jt)
     return gather(x, d, j)
 
 
@@ -1091,10 +1096,16 @@ def nonzero(input, *, as_tuple: bool = False):  # noqa: A002
     """Indices of the non-zero elements: ``(n, ndim)`` int64, or a tuple of 1-D tensors."""
     input = as_tensor_arg(input, "nonzero")
     out = bind(nonzero_p, (input,))
+    if STATE.interpreter is not None:
+        # the output's size depends on the values: the interpreter decides (a guard
+        # on the count under capture); eagerly the primitive already computed it
+        concrete(bind(_count_nonzero_p, (input,)), "nonzero: the number of non-zero elements "
+                 "decides the output shape")
     if not as_tuple:
         return out
     if input._data.ndim == 0:
-        return (Tensor._make(np.zeros(int(bool(input._data)), np.int64), False, None, 0),)
+        n = int(bool(concrete(input, "nonzero: a 0-d input gives 0 or 1 indices")))
+        return (Tensor._make(np.zeros(n, np.int64), False, None, 0),)
     return tuple(_getitem(out, (slice(None), k)) for k in range(input._data.ndim))
 
 
@@ -1315,7 +1326,7 @@ def one_hot(tensor, num_classes: int = -1):
     if num_classes == -1:
         if d.size == 0:
             raise RuntimeError("one_hot: Can not infer total number of classes from empty tensor.")
-        num_classes = int(d.max()) + 1
+        num_classes = int(concrete(tensor, "one_hot: num_classes=-1 counts the classes (max + 1)").max()) + 1
     if d.size:
         if int(d.min()) < 0:
             raise RuntimeError("one_hot: Class values must be non-negative.")
@@ -1460,7 +1471,7 @@ def bincount(input, weights=None, minlength: int = 0):  # noqa: A002
     tensor([1, 0, 2, 0])
     """
     x = as_tensor_arg(input, "bincount")
-    d = x._data
+    d = concrete(x, "bincount: the output length is max(input) + 1")
     if d.ndim != 1 or d.dtype.kind not in "iu" or (d.size and d.min() < 0):
         raise RuntimeError(
             f"bincount only supports 1-d non-negative integral inputs, got shape {list(x.shape)} "
@@ -1501,7 +1512,8 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
         raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. "
                          f"Got '{interpolation}'")
     scalar_q = not isinstance(q, Tensor)
-    qs = np.atleast_1d(np.asarray(q._data if isinstance(q, Tensor) else q, dtype=np.float64))
+    qs = np.atleast_1d(np.asarray(concrete(q, "quantile: q values become positions")
+                                  if isinstance(q, Tensor) else q, dtype=np.float64))
     if qs.ndim > 1:
         raise RuntimeError(f"quantile() q must be a scalar or 1D tensor, got shape {list(qs.shape)}")
     if ((qs < 0) | (qs > 1)).any():
@@ -1534,9 +1546,8 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
         out = v_lo + (v_hi - v_lo) * Tensor._make(frac, False, None, 0)
     else:
         out = v_lo
-    has_nan = np.isnan(rows._data).any(-1, keepdims=True)
-    if has_nan.any():
-        out = where(Tensor._make(has_nan, False, None, 0), float("nan"), out)
+    if np.isnan(concrete(rows, "quantile: NaN rows give NaN")).any():
+        out = where(rows.isnan().any(-1, keepdim=True), float("nan"), out)
     out = movedim(out, -1, 0)                                   # (len(q), ...)
     if keepdim:
         kept = [1] * len(shape) if dim is None else [1 if i == d else s for i, s in enumerate(shape)]

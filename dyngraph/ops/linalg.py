@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from .._core.state import STATE, concrete
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import reduction as _red
@@ -1014,7 +1014,7 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     m, n = A.shape[-2], A.shape[-1]
     if rcond is None:
         rcond = float(np.finfo(A._data.dtype).eps) * max(m, n)
-    s = svdvals(A.detach())._data
+    s = concrete(svdvals(A.detach()), "lstsq: the singular values decide the rank")
     smax = s[..., :1] if s.size else s
     rank = (s > rcond * smax).sum(-1).astype(np.int64)
     empty = np.zeros((0,), A._data.dtype)

@@ -450,7 +450,7 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
                 f"{op}: for an unbatched input of shape {list(ld.shape)} the target must be a "
                 f"0-d tensor of one class index, got shape {list(td.shape)}")
         out = nll_loss_nd(reshape_p(logp, shape=(1,) + ld.shape),
-                          Tensor._make(td.reshape(1), False, None, 0), weight, reduction,
+                          reshape_p(target, shape=(1,)), weight, reduction,
                           ignore_index, op)
         return reshape_p(out, shape=()) if reduction == "none" else out
     if ld.ndim < 1 or td.shape != ld.shape[:1] + ld.shape[2:]:

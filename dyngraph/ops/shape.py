@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.state import concrete
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
 from ._util import install, normalize_dims
@@ -192,7 +193,9 @@ def _view_method(self, *shape):
             return _alias(self)
         if self._data.ndim == 0 and np_dt.itemsize != self._data.itemsize:
             raise RuntimeError("self.dim() cannot be 0 to view a tensor as a dtype of different size")
-        return Tensor._make(self._data.view(np_dt), False, None, 0)
+        # a bit-level reinterpretation outside primitives: the values are guarded
+        return Tensor._make(concrete(self, "view(dtype): reinterpreting the bits").view(np_dt),
+                            False, None, 0)
     if not self._data.flags.c_contiguous and self._data.size > 1:
         target = _infer_shape(_shape_args(shape), self._data.size, "view")
         try:
@@ -855,7 +858,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
     if input._data.ndim == 0:
         input = bind(reshape_p, (input,), {"shape": (1,)})
     if isinstance(repeats, Tensor):
-        r = repeats._data
+        r = concrete(repeats, "repeat_interleave: the counts decide the output size")
         if r.ndim > 1:
             raise RuntimeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
         if r.size and int(r.min()) < 0:

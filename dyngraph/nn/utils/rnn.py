@@ -21,6 +21,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..._core.state import concrete
 from ...ops.indexing import index_select
 from ...ops.shape import cat, reshape, stack, transpose
 from ...tensor import Tensor
@@ -35,7 +36,7 @@ def _const(a: np.ndarray) -> Tensor:
 
 
 def _as_int_array(x, name) -> np.ndarray:
-    a = np.asarray(x._data if isinstance(x, Tensor) else x)
+    a = np.asarray(concrete(x, f"{name}: the lengths decide the packing") if isinstance(x, Tensor) else x)
     if a.ndim != 1:
         raise ValueError(f"{name} must be a 1-D sequence of ints, got shape {list(a.shape)}")
     return a.astype(np.int64)
@@ -100,7 +101,7 @@ class PackedSequence(namedtuple("PackedSequence_",
         return False
 
     def _sizes(self) -> tuple:
-        return tuple(int(b) for b in self.batch_sizes._data)
+        return tuple(int(b) for b in concrete(self.batch_sizes, "PackedSequence: batch sizes"))
 
 
 def _check_seq_list(sequences, op):
@@ -216,7 +217,7 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
     lengths = np.array([sum(1 for bs in sizes if bs > i) for i in range(b)], dtype=np.int64)
     unsorted = sequence.unsorted_indices
     if unsorted is not None:
-        perm = unsorted._data.astype(np.int64)
+        perm = concrete(unsorted, "pad_packed_sequence: the original order").astype(np.int64)
         idx = idx[:, perm]
         lengths = lengths[perm]
     if batch_first:
