@@ -1,6 +1,7 @@
 """Primitive operations, grouped by family.  Importing this package registers them all
-and installs their Tensor methods."""
+(every family, so a saved graph loads after only ``import dyngraph``) and installs their
+Tensor methods."""
 
 from . import elementwise, inplace, linalg, reduction, shape  # noqa: F401
-from . import indexing, nn, conv  # noqa: F401
+from . import indexing, nn, conv, rnn  # noqa: F401
 from .registry import REGISTRY, Primitive, bind, primitive  # noqa: F401

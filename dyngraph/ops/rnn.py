@@ -32,7 +32,7 @@ import numpy as np
 from ..tensor import Tensor
 from .elementwise import tanh_p
 from .registry import Primitive, bind, primitive
-from .shape import cat_p
+from .shape import cat, cat_p
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
@@ -272,8 +272,6 @@ def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
 
 def _scan(cell, xw, init, w_hh, batch_sizes, reverse, extra=None):
     """Unrolled loop over packed steps with differentiable ops (reference path)."""
-    from .. import cat  # noqa: PLC0415
-
     offs = _offsets(batch_sizes)
     wt = w_hh.mT
     state = list(init)
