@@ -25,9 +25,9 @@ intermediate serialised copy.
 * Workers are shut down when the epoch ends (unless ``persistent_workers``),
   when the iterator is garbage-collected, or when the loader errors: each gets
   a stop message and its pipe is closed (a worker blocked writing a batch nobody
-  will read gets ``EPIPE`` and exits); after an error the workers get a short
-  grace before SIGTERM, then SIGKILL, so the error is not delayed by a stuck
-  worker.
+  will read gets ``EPIPE`` and exits); after an error the workers get 0.1 s
+  before SIGTERM and 0.5 s more before SIGKILL, so the error is not delayed by
+  a stuck worker.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
 _POLL_S = 0.1            # how often a waiting side re-checks that its peer is alive
 _JOIN_TIMEOUT_S = 5.0    # graceful shutdown (end of epoch): idle workers exit well within this
-_ERROR_GRACE_S = 0.5     # after an error: a worker stuck in user code is not waited for longer
+_ERROR_GRACE_S = 0.1     # after an error: idle workers exit at once; one stuck in user code gets SIGTERM
+_TERM_GRACE_S = 0.5      # ... and then SIGKILL if it has not exited
 _READER_FDS: set[int] = set()   # read ends of all live worker pipes of this process (see _worker_loop)
 
 
@@ -508,7 +509,7 @@ class _MultiProcessIter(_BaseIter):
                         os.kill(w.pid, signal.SIGCONT)
                     except (OSError, TypeError):
                         pass
-            end = time.monotonic() + _ERROR_GRACE_S
+            end = time.monotonic() + _TERM_GRACE_S
             for w in self._workers:
                 w.join(timeout=max(0.0, end - time.monotonic()))
                 if w.is_alive():                # ignored SIGTERM

@@ -18,11 +18,18 @@ How it works (the design of PyTorch DDP, on MPI):
   collective another rank does not start, so different branches never hang.
 * ``no_sync()`` skips communication; gradients accumulate locally and the next
   synchronised backward averages the accumulated sum.
+* Construction first all-gathers a description of the model (parameter and
+  buffer names, shapes, dtypes, ``requires_grad``, and the bucket layout) and
+  raises the same ``RuntimeError`` on every rank if any rank differs -- as
+  PyTorch does -- before anything of a mismatched size is communicated.  The
+  buckets never change afterwards, so the per-step all-reduces need no further
+  checks; their waits are bounded by the process group's timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 
 import numpy as np
@@ -87,13 +94,15 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
         self._world = C.get_world_size()
-        with no_grad():
-            for p in module.parameters():
-                C.broadcast(p, src=0)
-            for b in module.buffers():
-                C.broadcast(b, src=0)
         params = [p for p in module.parameters() if p.requires_grad]
-        object.__setattr__(self, "_buckets", self._make_buckets(params, bucket_cap_mb))
+        buckets = self._make_buckets(params, bucket_cap_mb)
+        _verify_same_model(module, buckets)
+        with no_grad():
+            for name, p in module.named_parameters():
+                C._broadcast(p, 0, False, check=False, what=f"DistributedDataParallel: broadcast of parameter {name!r}")
+            for name, b in module.named_buffers():
+                C._broadcast(b, 0, False, check=False, what=f"DistributedDataParallel: broadcast of buffer {name!r}")
+        object.__setattr__(self, "_buckets", buckets)
         object.__setattr__(self, "_where", {})
         for bi, bucket in enumerate(self._buckets):
             for pi, p in enumerate(bucket.params):
@@ -126,7 +135,7 @@ class DistributedDataParallel(Module):
         if self.broadcast_buffers and self.training and self._world > 1:
             with no_grad():
                 for b in self.module.buffers():
-                    C.broadcast(b, src=0)
+                    C._broadcast(b, 0, False, check=False, what="DistributedDataParallel: buffer broadcast")
         out = self.module(*args, **kwargs)
         if STATE.grad_enabled and self.require_backward_grad_sync:
             self._prepare_for_backward(out)
@@ -175,7 +184,7 @@ class DistributedDataParallel(Module):
         # calls: test the launched requests so communication proceeds during backward.
         launched = [b.request for b in self._buckets[:self._next_launch] if b.request is not None]
         if launched:
-            C._mpi().Request.Testall(launched)
+            C._mpi().Request.Testall(launched)    # completed requests become REQUEST_NULL: harmless
 
     def _mark(self, p, grad) -> None:
         bi, pi = self._where[id(p)]
@@ -209,9 +218,10 @@ class DistributedDataParallel(Module):
                 b.ready = True
                 b.arrived = [True] * len(b.params)
         self._launch_ready()
-        mpi = C._mpi()
         t0 = time.perf_counter()
-        mpi.Request.Waitall([b.request for b in self._buckets])
+        n = sum(b.buffer.size for b in self._buckets)
+        C._wait([b.request for b in self._buckets],
+                f"DistributedDataParallel gradient all_reduce ({len(self._buckets)} buckets, {n} elements)")
         # time spent waiting for communication after backward (benchmarks/distributed.py)
         object.__setattr__(self, "last_wait_s", time.perf_counter() - t0)
         from ..ops.inplace import bump_version  # noqa: PLC0415
@@ -227,6 +237,44 @@ class DistributedDataParallel(Module):
                     bump_version(p._grad)
         object.__setattr__(self, "_active", False)
 
+
+def _model_description(module: Module, buckets) -> dict:
+    return {
+        "parameters": [[n, list(p.shape), str(p._data.dtype), bool(p.requires_grad)]
+                       for n, p in module.named_parameters()],
+        "buffers": [[n, list(b.shape), str(b._data.dtype)] for n, b in module.named_buffers()],
+        "buckets": [[int(b.buffer.size), str(b.buffer.dtype)] for b in buckets],
+    }
+
+
+def _verify_same_model(module: Module, buckets) -> None:
+    """One all-gather of the model description; every rank raises the same error on a mismatch."""
+    mine = json.dumps(_model_description(module, buckets)).encode()
+    docs = [json.loads(d) for d in C._allgather_bytes(mine, "DistributedDataParallel model check")]
+    ref = docs[0]
+    problems = []
+    for r, doc in enumerate(docs[1:], start=1):
+        for kind in ("parameters", "buffers"):
+            a, b = ref[kind], doc[kind]
+            if len(a) != len(b):
+                problems.append(f"rank 0 has {len(a)} {kind}, while rank {r} has {len(b)}")
+                continue
+            for x, y in zip(a, b):
+                if x[1:] != y[1:]:
+                    what = "shape {} {}".format(*x[1:3]) + ("" if kind == "buffers" else
+                                                               f", requires_grad={x[3]}")
+                    other = "shape {} {}".format(*y[1:3]) + ("" if kind == "buffers" else
+                                                                f", requires_grad={y[3]}")
+                    problems.append(f"{kind[:-1]} {x[0]!r}: rank 0 has {what}, rank {r} has {other}")
+                    break
+        if not problems and ref["buckets"] != doc["buckets"]:
+            problems.append(f"gradient buckets differ (bucket_cap_mb differs?): rank 0 has "
+                            f"{ref['buckets']}, rank {r} has {doc['buckets']}")
+        if len(problems) >= 4:
+            break
+    if problems:
+        raise RuntimeError("DistributedDataParallel: DDP expects the same model on every rank, but "
+                           + "; ".join(problems[:4]))
 
 
 def _reachable_leaves(out) -> set:
