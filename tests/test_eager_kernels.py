@@ -44,3 +44,64 @@ def test_pow_second_order_through_fast_kernel():
     (gg,) = dg.autograd.grad(g.sum(), x)
     np.testing.assert_allclose(g.detach().numpy(), 3 * x.detach().numpy() ** 2)
     np.testing.assert_allclose(gg.numpy(), 6 * x.detach().numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [((5, 1), (1, 7)), ((1, 6), (6, 4)), ((3, 8), (8, 1)),
+                                    ((40, 70), (70, 60)), ((0, 3), (3, 2)), ((4, 1), (1, 0))])
+def test_matmul_shape_kernels_match_torch(dtype, shapes):
+    # mm2 picks a broadcasting multiply (K == 1), np.dot (small) or np.matmul (large);
+    # operands are also tried as transposed views (the x @ W.T layout)
+    rng = np.random.default_rng(2)
+    (m, k), (k2, n) = shapes
+    for transpose in (False, True):
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((n, k2)).astype(dtype).T if transpose else \
+            rng.standard_normal((k2, n)).astype(dtype)
+        ad, bd = dg.tensor(a, requires_grad=True), dg.tensor(b, requires_grad=True)
+        at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        yd, yt = ad @ bd, at @ bt
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+        seed = rng.standard_normal(yt.shape).astype(dtype)
+        yd.backward(dg.tensor(seed))
+        yt.backward(torch.tensor(seed))
+        np.testing.assert_allclose(ad.grad.numpy(), at.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(bd.grad.numpy(), bt.grad.numpy(), rtol=tol, atol=tol)
+        assert yd.detach().numpy().flags.c_contiguous
+
+
+def test_outer_product_kernel_is_exact():
+    # K == 1: the broadcasting multiply computes each entry with one rounding, as the GEMM does
+    rng = np.random.default_rng(3)
+    g, x = rng.standard_normal((128, 1)).astype(np.float32), rng.standard_normal((1, 128)).astype(np.float32)
+    assert np.array_equal((dg.tensor(g) @ dg.tensor(x)).numpy(), np.matmul(g, x))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_linear_batch_one_weight_gradient(batch):
+    # the weight gradient of a batch-1 linear is an outer product (the K == 1 kernel)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((batch, 16)).astype(np.float32)
+    lin_d, lin_t = dg.nn.Linear(16, 8), torch.nn.Linear(16, 8)
+    lin_d.weight.data = dg.tensor(lin_t.weight.detach().numpy().copy())
+    lin_d.bias.data = dg.tensor(lin_t.bias.detach().numpy().copy())
+    xd, xt = dg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (lin_d(xd) ** 2).sum().backward()
+    (lin_t(xt) ** 2).sum().backward()
+    for a, b in ((lin_d.weight.grad, lin_t.weight.grad), (lin_d.bias.grad, lin_t.bias.grad),
+                 (xd.grad, xt.grad)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_second_order_through_kernels():
+    # under create_graph the rules run on Tensors (matmul_p binds) and stay differentiable
+    rng = np.random.default_rng(5)
+    a = dg.tensor(rng.standard_normal((3, 1)), requires_grad=True)
+    b = dg.tensor(rng.standard_normal((1, 4)), requires_grad=True)
+    at, bt = (torch.tensor(t.detach().numpy(), requires_grad=True) for t in (a, b))
+    (ga,) = dg.autograd.grad(((a @ b) ** 2).sum(), a, create_graph=True)
+    (gat,) = torch.autograd.grad(((at @ bt) ** 2).sum(), at, create_graph=True)
+    (gb,) = dg.autograd.grad(ga.sum(), b)
+    (gbt,) = torch.autograd.grad(gat.sum(), bt)
+    np.testing.assert_allclose(gb.numpy(), gbt.numpy(), rtol=1e-12)
