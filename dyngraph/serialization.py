@@ -46,6 +46,7 @@ import re
 import secrets
 import stat
 import struct
+import sys
 import threading
 import time
 import types
@@ -197,6 +198,10 @@ def _allowed() -> dict[str, Any]:
 
 
 # -- saving ----------------------------------------------------------------------------------
+class _Nothing:
+    """A class no object is an instance of (stands in for classes of modules not loaded)."""
+
+
 class _Packer:
     """Flatten ``obj`` into (arrays by key, JSON structure); everything refused raises TypeError."""
 
@@ -205,7 +210,6 @@ class _Packer:
         self.by_id: dict[int, str] = {}
         self.module_ids: dict[int, int] = {}
         self.keep: list = []      # keep saved objects alive so ids stay unique
-        self._module_cls = None
 
     def key_for(self, path: list[str]) -> str:
         base = ".".join(path) if path else "tensor"
@@ -215,11 +219,15 @@ class _Packer:
         return key
 
     def module_cls(self):
-        if self._module_cls is None:
-            from .nn.module import Module  # noqa: PLC0415 - same floor (see _defaults)
+        # nn is on the same floor: not imported here. If dyngraph.nn is not loaded yet, no Module
+        # (or Parameter) can exist, so a plain checkpoint is saved without importing it.
+        mod = sys.modules.get("dyngraph.nn.module")
+        return mod.Module if mod is not None else _Nothing
 
-            self._module_cls = Module
-        return self._module_cls
+    @staticmethod
+    def parameter_cls():
+        mod = sys.modules.get("dyngraph.nn.parameter")
+        return mod.Parameter if mod is not None else _Nothing
 
     def tensor(self, obj, path):
         arr = obj._data if isinstance(obj, Tensor) else obj
@@ -236,9 +244,7 @@ class _Packer:
             self.keep.append(obj)
         if not isinstance(obj, Tensor):
             return {"A": key}
-        from .nn.parameter import Parameter  # noqa: PLC0415 - same floor (see _defaults)
-
-        if isinstance(obj, Parameter):
+        if isinstance(obj, self.parameter_cls()):
             return {"P": key, "rg": bool(obj._rg)}
         return {"T": key, "rg": True} if obj._rg else {"T": key}
 
