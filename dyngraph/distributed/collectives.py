@@ -50,6 +50,7 @@ _EXIT_TAG = 0x5E1F           # exit notices, on the private control communicator
 _EXIT_GRACE_S = 2.0          # after a peer's exit notice: time for a collective it joined to complete
 _SPIN_S = 0.2                # busy-test this long (full MPI progress speed), then nap between tests
 _NAP_S = 2e-4
+_yield = getattr(os, "sched_yield", None) or (lambda: None)
 class ReduceOp(enum.Enum):
     """Reduction operators (``ReduceOp.SUM``, ``AVG``, ``MAX``, ``MIN``, ``PRODUCT``)."""
 
@@ -100,7 +101,18 @@ def _abort_on_uncaught_exception(exc_type, exc, tb):
     sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
     sys.stderr.flush()
     if _GROUP.comm is not None:
-        _GROUP.comm.Abort(1)
+        _abort(1)
+
+
+def _abort(code: int) -> None:
+    """MPI_Abort, then leave at once: MPICH's Abort can return before the launcher acts, and
+    running on into MPI_Finalize (which waits for the other ranks) could then hang."""
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - a closed stdout must not stop the abort
+        pass
+    _GROUP.comm.Abort(code)
+    os._exit(code)
 
 
 def _timeout_seconds(timeout) -> float:
@@ -128,8 +140,7 @@ def _at_exit() -> None:
         sys.stderr.write(f"[dyngraph.distributed] rank {g.rank} exits after a failed collective; "
                          f"aborting all ranks ({g.broken.splitlines()[0]})\n")
         sys.stderr.flush()
-        g.comm.Abort(1)
-        return
+        _abort(1)
     _announce_exit()
 
 
@@ -249,13 +260,16 @@ def _peer_exit_notice():
     return None
 
 
-def _wait(requests: list, what: str, timeout_s: float | None = None) -> None:
+def _wait(requests: list, what, timeout_s: float | None = None) -> None:
     """Complete MPI ``requests`` like ``Waitall``, but fail instead of waiting forever.
 
     Tests the requests in a loop (MPI advances non-blocking collectives inside such calls):
     without pause for ``_SPIN_S`` (as fast as a blocking wait), then with ``_NAP_S`` naps.
     Raises ``RuntimeError`` (and marks the group broken) when ``timeout_s`` (default: the
     group's timeout) passes, or ``_EXIT_GRACE_S`` after another rank announced that it left.
+    ``what`` (a string, or a function making it: built only for an error) names the collective.
+    Between tests the CPU is yielded, as MPICH's own blocking wait does: when ranks share
+    cores, a spinning rank would otherwise keep the rank it waits for off the CPU.
     """
     MPI = _mpi()
     test = MPI.Request.Testall
@@ -273,7 +287,10 @@ def _wait(requests: list, what: str, timeout_s: float | None = None) -> None:
             return
         n += 1
         if not napping and n & 63:                # while spinning, look at the clock every 64 tests
+            _yield()
             continue
+        if callable(what):
+            what = what()
         now = time.monotonic()
         if gone is None:
             src = _peer_exit_notice()
@@ -353,23 +370,31 @@ def _dtype_name(code: int) -> str:
     return _DTYPES[code] if 0 <= code < len(_DTYPES) else f"dtype#{code}"
 
 
+_RED_CODES = {op: i for i, op in enumerate(ReduceOp)}
+_DTYPE_CODES: dict = {}
+
+
 def _meta(op: str, shape=None, dtype=None, root: int = -1, reduce_op: ReduceOp | None = None,
           n: int = -1) -> np.ndarray:
-    m = np.full(_META, -1, np.int64)
+    m = [-1] * _META
     m[0] = _OPS.index(op)
     if shape is not None:
-        shape = tuple(int(d) for d in shape)
-        m[1] = _dtype_code(dtype)
-        m[2] = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        code = _DTYPE_CODES.get(dtype)
+        if code is None:
+            code = _DTYPE_CODES[dtype] = _dtype_code(dtype)
+        m[1] = code
+        numel = 1
+        for d in shape:
+            numel *= d
+        m[2] = numel
         m[3] = len(shape)
-        dims = shape[:_MAX_DIMS]
-        m[4:4 + len(dims)] = dims
+        m[4:4 + min(len(shape), _MAX_DIMS)] = shape[:_MAX_DIMS]
         if len(shape) > _MAX_DIMS:      # the rest, as a checksum
-            m[4 + _MAX_DIMS - 1] = zlib.crc32(repr(shape).encode())
+            m[4 + _MAX_DIMS - 1] = zlib.crc32(repr(tuple(shape)).encode())
     m[_ROOT] = root
-    m[_RED] = -1 if reduce_op is None else list(ReduceOp).index(reduce_op)
+    m[_RED] = -1 if reduce_op is None else _RED_CODES[reduce_op]
     m[_LEN] = n
-    return m
+    return np.array(m, np.int64)
 
 
 def _describe(row: np.ndarray) -> str:
@@ -402,7 +427,7 @@ def _check(op: str, shape=None, dtype=None, root: int = -1, reduce_op: ReduceOp 
     comm = _comm()
     mine = _meta(op, shape, dtype, root, reduce_op, n)
     rows = np.empty((g.size, _META), np.int64)
-    _wait([comm.Iallgather(mine, rows)], f"{_describe(mine)} (its metadata exchange)")
+    _wait([comm.Iallgather(mine, rows)], lambda: f"{_describe(mine)} (its metadata exchange)")
     if (rows == rows[0]).all():
         return
     groups: dict[bytes, list[int]] = {}
