@@ -156,6 +156,9 @@ class PNode:
                  "interp", "grad_enabled", "versions", "pre_hooks", "retained", "special",
                  "info", "mark", "__weakref__")
 
+    saved = None         # read by the in-place path (ops/inplace.py) like a Node's
+    saved_data = None
+
     def name(self) -> str:
         return f"Pending{self.prim.name}"
 
@@ -253,7 +256,8 @@ class Autobatcher(Interpreter):
                 spec.append(type(a))
                 spec.append(a)
         mode = prim.batchable
-        if not (lazy or const) or mode == "eager":
+        if not (lazy or const) or mode == "eager" or (
+                mode.__class__ is not bool and mode != "eager" and mode is not None and mode(args)):
             return self.run_now(prim, args, params)
         grad = STATE.grad_enabled
         sig = (prim, _pkey(params), grad, *spec)
@@ -400,9 +404,9 @@ class Autobatcher(Interpreter):
             if type(res) is tuple:
                 res = res[lz.k]
             if node.row is None:
-                v = res
-                if v._vc is None:
-                    v._vc = [0]
+                # a copy, not an alias: the result may be saved by later nodes, and an
+                # in-place write into ``t`` must not reach it
+                v = bind(REGISTRY["clone"], (res,), {})
             else:
                 v = bind(REGISTRY["index_select"], (res, _idx([node.row])), {"dim": 0})
                 v = bind(REGISTRY["reshape"], (v,), {"shape": lz.shape})

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import REGISTRY, bind
+from ..tensor import Tensor
+from .registry import REGISTRY, bind, promote_arrays
 
 __all__ = [
     "elementwise", "reduction", "shift_dim", "shift_dims", "leading", "cat_rule", "stack_rule",
-    "permute_rule", "reshape_rule", "expand_rule", "repeat_rule", "getitem_rule", "matmul_rule",
+    "permute_rule", "reshape_rule", "index_rule", "bool_index_shape", "expand_rule", "repeat_rule", "getitem_rule", "matmul_rule",
     "linear_rule", "embedding_rule", "nll_loss_rule", "diagonal_rule", "einsum_rule",
     "gather_like", "index_select_rule", "index_update_rule", "merge_leading", "rnn_step_rule",
     "BACKWARD_ONLY",
@@ -77,6 +78,8 @@ def elementwise(prim, B, args, batched, params):
     broadcast from the right as they did per member.
     """
     n = max(_nd(a, b) for a, b in zip(args, batched, strict=True))
+    if prim.promote is not None and any(b and a._data.ndim == 1 for a, b in zip(args, batched, strict=True)):
+        args = _promote_as_members(prim, args, batched)
     new = []
     for a, b in zip(args, batched, strict=True):
         if b:
@@ -86,6 +89,21 @@ def elementwise(prim, B, args, batched, params):
                 a = _reshape(a, (B,) + (1,) * (n - k) + tuple(shape[1:]))
         new.append(a)
     return bind(prim, tuple(new), params)
+
+
+def _promote_as_members(prim, args, batched):
+    """0-d members stop being 0-d once stacked, and 0-d tensors promote like scalars
+    (``f32 * f64_0d`` is f32): cast to the dtypes the members would have had."""
+    stand = [np.empty(a._data.shape[1:] if b else a._data.shape, a._data.dtype)
+             if getattr(a, "_data", None) is not None else a for a, b in zip(args, batched, strict=True)]
+    target = promote_arrays(prim, stand)
+    out = []
+    for a, t in zip(args, target, strict=True):
+        d = getattr(a, "_data", None)
+        if d is not None and hasattr(t, "dtype") and t.dtype != d.dtype:
+            a = _bind("cast", (a,), {"dtype": t.dtype})
+        out.append(a)
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------
@@ -107,9 +125,7 @@ def reduction(prim, B, args, batched, params):
             p["keepdim"] = False
             out = bind(prim, (flat,), p)
             return _reshape(out, (B,) + (1,) * n) if params.get("keepdim") else out
-        if n == 0:
-            return NotImplemented
-        p["dim"] = tuple(range(1, n + 1))
+        p["dim"] = tuple(range(1, n + 1))   # () for 0-d members: nothing to reduce
     elif isinstance(dim, int):
         d = _norm(dim, n)
         if d is None:
@@ -199,13 +215,44 @@ def repeat_rule(prim, B, args, batched, params):
     return bind(prim, (x,), {**params, "repeats": (1, *reps)})
 
 
+_FULL = (None, None, None)   # a ``:`` in an index spec (slice triple)
+
+
 def getitem_rule(prim, B, args, batched, params):
+    """Basic indexing: one more ``:`` in front for the member axis."""
     index = params["index"]
     if not isinstance(index, tuple):
         index = (index,)
-    if any(i is True or i is False for i in index):
+    return bind(prim, (args[0],), {**params, "index": (_FULL, *index)})
+
+
+def index_rule(prim, B, args, batched, params):
+    """``x[t]`` with ONE integer index tensor (other entries ``:``/None/...): a batched
+    source with a shared index gets a ``:`` in front; a shared table with per-member
+    indices at the first axis (a lookup) selects all members' indices at once.
+    (Several advanced indices move axes in NumPy's rules: members then run one by one.)"""
+    spec = params["index"]
+    if len(args) != 2 or sum(1 for e in spec if e == "tensor") != 1 \
+            or any(not (e == "tensor" or e is None or e is Ellipsis or e == _FULL) for e in spec):
         return NotImplemented
-    return bind(prim, (args[0],), {**params, "index": (slice(None), *index)})
+    x, idx = args
+    if idx._data.dtype.kind not in "iu":
+        return NotImplemented
+    if batched[0] and not batched[1]:
+        return bind(prim, (x, idx), {**params, "index": (_FULL, *spec)})
+    if not batched[0] and batched[1] and spec == ("tensor",):
+        out = bind(prim, (x, _reshape(idx, (-1,))), params)
+        return _reshape(out, (B, *idx._data.shape[1:], *x._data.shape[1:]))
+    return NotImplemented
+
+
+def bool_index_shape(args):
+    """``eager_if`` of advanced indexing: a boolean mask makes the size value-dependent."""
+    for a in args[1:]:
+        d = getattr(a, "_data", None)
+        if d is not None and d.dtype.kind == "b":
+            return "a boolean mask: the output size depends on the values"
+    return None
 
 
 def cat_rule(prim, B, args, batched, params):
@@ -299,7 +346,7 @@ def nll_loss_rule(prim, B, args, batched, params):
     loss = _reshape(loss, (B, n))
     if red == "none":
         return _reshape(loss, (B,) if len(ls) == 1 else (B, n))
-    total = _bind("sum", (loss,), {"dim": 1, "keepdim": False, "dtype": None})
+    total = _bind("sum", (loss,), {"dim": (1,), "keepdim": False, "dtype": None})
     if red == "sum":
         return total
     ignore = params.get("ignore_index", -100)
@@ -310,7 +357,7 @@ def nll_loss_rule(prim, B, args, batched, params):
         den = _bind("mul", (w, _bind("cast", (valid,), {"dtype": w._data.dtype})), {})
     else:
         den = _bind("cast", (valid,), {"dtype": loss._data.dtype})
-    den = _bind("sum", (_reshape(den, (B, n)),), {"dim": 1, "keepdim": False, "dtype": None})
+    den = _bind("sum", (_reshape(den, (B, n)),), {"dim": (1,), "keepdim": False, "dtype": None})
     return _bind("div", (total, den), {})
 
 
@@ -353,6 +400,29 @@ def index_select_rule(prim, B, args, batched, params):
         k = index._data.shape[1]
         out = bind(prim, (x, _reshape(index, (-1,))), {**params, "dim": 0})
         return _reshape(out, (B, k, *x._data.shape[1:]))
+    if bx and bi and index._data.ndim == 2:
+        # member b selects from its own rows: move the dim first, offset member b's
+        # indices by b * n, select once from all members' rows, move the dim back
+        n_m = _nd(x, True)
+        d = _norm(dim, n_m)
+        if d is None:
+            return NotImplemented
+        if d != 1:
+            perm = list(range(n_m + 1))
+            perm.insert(1, perm.pop(d))
+            x = _bind("permute", (x,), {"dims": tuple(perm)})
+        n = x._data.shape[1]
+        k = index._data.shape[1]
+        rest = x._data.shape[2:]
+        offs = Tensor._make((np.arange(B, dtype=index._data.dtype) * n)[:, None], False, None, 0)
+        flat = _reshape(_bind("add", (index, offs), {}), (-1,))
+        out = bind(prim, (_reshape(x, (-1, *rest)), flat), {**params, "dim": 0})
+        out = _reshape(out, (B, k, *rest))
+        if d != 1:
+            inv = list(range(n_m + 1))
+            inv.insert(d, inv.pop(1))
+            out = _bind("permute", (out,), {"dims": tuple(inv)})
+        return out
     return NotImplemented
 
 

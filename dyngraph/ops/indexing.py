@@ -1639,7 +1639,7 @@ def _defbatch_indexing():
     R["masked_fill"].defbatch(b.elementwise)
     for name in ("sort", "topk", "kthvalue"):
         R[name].defbatch(b.shift_dim)
-    R["index"].defbatch(fallback="advanced indexing with per-member index tensors")
+    R["index"].defbatch(b.index_rule, eager_if=b.bool_index_shape)
     R["index_put"].defbatch(fallback="advanced indexing with per-member index tensors")
     R["isin"].defbatch(fallback="per-member test sets")
     R["searchsorted"].defbatch(fallback="per-member sorted sequences")

@@ -113,7 +113,8 @@ class Primitive:
         self.vjp_argnum = rule
         return rule
 
-    def defbatch(self, rule=None, *, fallback: str | None = None, eager: str | None = None):
+    def defbatch(self, rule=None, *, fallback: str | None = None, eager: str | None = None,
+                 eager_if=None):
         """Register how ``dg.autobatch`` runs this primitive for B members at once.
 
         ``rule(B, args, batched, params)`` gets the inputs with a leading member axis
@@ -121,10 +122,11 @@ class Primitive:
         output(s) with a leading member axis, or ``NotImplemented`` to run the members
         one by one.  ``fallback=reason``: always member by member (listed in the
         stats).  ``eager=reason``: the output shape depends on values, so the inputs
-        are evaluated and the call runs at once when it is recorded.
+        are evaluated and the call runs at once when it is recorded; ``eager_if(args)``
+        returns such a reason for some calls only (None otherwise).
         """
         self.batch = rule
-        self.batchable = "eager" if eager else (False if fallback else True)
+        self.batchable = "eager" if eager else (False if fallback else (eager_if or True))
         self.batch_reason = eager or fallback
         return rule
 
