@@ -300,8 +300,13 @@ class _Packer:
                     "are code and cannot be saved. Remove them (or save model.state_dict()) and "
                     "register them again after loading")
         node: dict[str, Any] = {"M": _qualname(type(m)), "id": mid, "training": bool(d.get("training", True))}
-        node["attrs"] = [[k, self.pack(v, path + [k], depth + 1)] for k, v in d.items()
-                         if k not in _module_internal(self.module_cls())]
+        attrs = [k for k in d if k not in _module_internal(self.module_cls())]
+        for k in attrs:   # what dg.load would refuse is refused here, before a file is written
+            if not isinstance(k, str) or (k.startswith("__") and k.endswith("__")) or _shadows_code(type(m), k):
+                raise TypeError(f"dg.save: module {type(m).__name__} at {_where(path)} has an instance "
+                                f"attribute {k!r} that replaces a method, property or special name; "
+                                "checkpoints cannot hold it")
+        node["attrs"] = [[k, self.pack(d[k], path + [k], depth + 1)] for k in attrs]
         node["params"] = [[k, None if p is None else self.tensor(p, path + [k])]
                           for k, p in d["_parameters"].items()]
         nonpersistent = d["_non_persistent_buffers_set"]
@@ -313,6 +318,11 @@ class _Packer:
 
 
 _CODE_ATTRS = (types.FunctionType, property, classmethod, staticmethod, types.MethodType)
+def _shadows_code(cls, name: str) -> bool:
+    """Would an instance attribute ``name`` hide a method or property of ``cls``?"""
+    return isinstance(inspect.getattr_static(cls, name, None), _CODE_ATTRS)
+
+
 _MODULE_TREE = ("training", "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
 _internal_names: frozenset | None = None
 
@@ -362,14 +372,19 @@ def _encode(obj) -> tuple[bytes, list[np.ndarray]]:
     doc = json.dumps({"version": _FORMAT_VERSION, "root": structure}, separators=(",", ":"),
                      allow_nan=False)
     header: dict[str, Any] = {"__metadata__": {_CHECK_KEY: "crc32:00000000", "format": "pt", "dyngraph": doc}}
+    arrays = {key: _contiguous(arr) for key, arr in packer.arrays.items()}
+    # Data laid out by decreasing item size (as safetensors' own writer does), so that every
+    # tensor starts aligned and loads as a view of the one data buffer; header order is kept.
+    offsets = {}
     offset = 0
     blobs = []
-    for key, arr in packer.arrays.items():
-        a = _contiguous(arr)
-        header[key] = {"dtype": _code_for(a.dtype), "shape": list(a.shape),
-                       "data_offsets": [offset, offset + a.nbytes]}
+    for key in sorted(arrays, key=lambda k: -arrays[k].dtype.itemsize):
+        a = arrays[key]
+        offsets[key] = [offset, offset + a.nbytes]
         offset += a.nbytes
         blobs.append(a)
+    for key, a in arrays.items():
+        header[key] = {"dtype": _code_for(a.dtype), "shape": list(a.shape), "data_offsets": offsets[key]}
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)       # the data section starts 8-byte aligned
     if not raw.startswith(_CHECK_PREFIX):   # pragma: no cover - json.dumps keeps insertion order
@@ -799,7 +814,7 @@ class _Unpacker:
             k = name_of(entry, "attrs", 2)
             # A plain attribute may override a class-level default (``dropout = 0.0``), never a
             # method or property: a file must not rewire what the allowed class's code calls.
-            if isinstance(inspect.getattr_static(cls, k, None), _CODE_ATTRS):
+            if _shadows_code(cls, k):
                 self.bad(f"attribute {k!r} would replace the method/property {cls.__name__}.{k}")
             d[k] = self.unpack(entry[1], depth + 1)
         for entry in node["params"]:

@@ -169,6 +169,10 @@ def test_unsavable_module_state_is_refused_at_save():
     m2.config = object()
     with pytest.raises(TypeError, match=r"obj\['config'\]"):
         dg.save(m2, io.BytesIO())
+    m3 = dg.nn.Linear(2, 2)
+    m3.forward = dg.nn.functional.relu
+    with pytest.raises(TypeError, match="'forward' that replaces a method"):
+        dg.save(m3, io.BytesIO())
     with pytest.raises(TypeError, match="not a class or function"):
         serialization.add_safe_globals([3])
 
