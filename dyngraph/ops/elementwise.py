@@ -310,8 +310,14 @@ def atan2_p(y, x):
     return np.arctan2(y, x)
 
 
-atan2_p.defvjp(lambda g, out, y, x: g * x / (x * x + y * y),
-               lambda g, out, y, x: -g * y / (x * x + y * y))
+def _atan2_inv_r2(y, x):
+    # 1 / (x^2 + y^2), and 0 at the origin: PyTorch's gradient of atan2 there is 0, not 0/0
+    r2 = x * x + y * y
+    return where_p(r2 == 0, 0.0, 1.0 / where_p(r2 == 0, 1.0, r2))
+
+
+atan2_p.defvjp(lambda g, out, y, x: g * x * _atan2_inv_r2(y, x),
+               lambda g, out, y, x: -g * y * _atan2_inv_r2(y, x))
 
 
 sinh_p = Primitive("sinh", np.sinh, promote="float", save_inputs=True)

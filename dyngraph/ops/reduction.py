@@ -17,7 +17,7 @@ from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import shape as _shape
-from ._util import as_tensor_arg, install, normalize_dims
+from ._util import as_tensor_arg, install, normalize_dims, quiet_primitives
 from .registry import bind, primitive
 
 __all__ = [
@@ -67,7 +67,15 @@ def _sum_dtype(dtype):
 
 @primitive("sum", meta=True)
 def sum_p(x, dim=None, keepdim=False, dtype=None):
-    if dtype is None and x.dtype.kind in "biu":
+    if dtype is None and x.dtype.itemsize < 4:
+        if x.dtype.kind in "biu":
+            dtype = np.int64
+        elif x.dtype.kind == "f":
+            # half precision accumulates in float32 and rounds once, as in PyTorch (a
+            # float16 running sum along a strided axis loses ~1 unit per 1000 terms)
+            with np.errstate(over="ignore"):
+                return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+    elif dtype is None and x.dtype.kind in "iu":
         dtype = np.int64
     return x.sum(axis=dim, keepdims=keepdim, dtype=dtype)
 
@@ -348,13 +356,33 @@ def _linscan_vjp_a(g, out, b, a, dim=0, reverse=False):
 linscan_p.defvjp(_linscan_vjp_b, _linscan_vjp_a)
 
 
-@primitive("cumsum")
-def cumsum_p(x, dim=0, reverse=False):
+_SCAN_ACC = {2: np.float32, 4: np.float64}  # accumulator of a float scan, by itemsize
+
+
+def _scan_np(ufunc, x, dim, reverse):
+    """``ufunc.accumulate`` along ``dim`` with PyTorch's accumulator types.
+
+    Integers accumulate (and return) int64.  Floats accumulate in the next wider type and
+    round once, as PyTorch's CPU scans do: float16 in float32 (10,000 x 0.1 then gives
+    ~1000, where a float16 running sum stops at 256 because 256 + 0.1 rounds to 256) and
+    float32 in float64 (10^6 x 0.1 gives 100000, not the 100958 of a float32 running sum;
+    [1e30, 1e30, 0] gives [1e30, inf, 0], not a NaN from inf * 0).  The wider running
+    array costs one extra output-sized buffer for the duration of the call.
+    """
     if x.dtype.kind in "biu":
         x = x.astype(np.int64)
-    if not reverse:
-        return np.cumsum(x, axis=dim)
-    return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
+    acc = _SCAN_ACC.get(x.dtype.itemsize) if x.dtype.kind == "f" else None
+    if reverse:
+        x = np.flip(x, dim)
+    y = ufunc.accumulate(x, axis=dim, dtype=acc)
+    if acc is not None:
+        y = y.astype(x.dtype)  # out-of-range sums become inf silently (quiet_primitives below)
+    return np.flip(y, dim) if reverse else y
+
+
+@primitive("cumsum")
+def cumsum_p(x, dim=0, reverse=False):
+    return _scan_np(np.add, x, dim, reverse)
 
 
 cumsum_p.defvjp(lambda g, out, x, dim=0, reverse=False: cumsum_p(g, dim=dim, reverse=not reverse))
@@ -362,11 +390,7 @@ cumsum_p.defvjp(lambda g, out, x, dim=0, reverse=False: cumsum_p(g, dim=dim, rev
 
 @primitive("cumprod", save_inputs=True, save_output=True)
 def cumprod_p(x, dim=0, reverse=False):
-    if x.dtype.kind in "biu":
-        x = x.astype(np.int64)
-    if not reverse:
-        return np.cumprod(x, axis=dim)
-    return np.flip(np.cumprod(np.flip(x, dim), axis=dim), dim)
+    return _scan_np(np.multiply, x, dim, reverse)
 
 
 def _cumprod_vjp(g, out, x, dim=0, reverse=False):
@@ -719,7 +743,12 @@ def mode(input, dim: int = -1, keepdim: bool = False):  # noqa: A002
 
 def _var_np(x, dim, correction, keepdim):
     n = _count(x.shape, dim)
-    if n == 0 or x.dtype.itemsize < 4:  # (half precision: NumPy accumulates in float32)
+    if x.dtype.kind == "f" and x.dtype.itemsize < 4:
+        # half precision: compute in float32 and round once, as in PyTorch (np.var's own
+        # float16 sum of squares overflows at 65504)
+        with np.errstate(over="ignore"):
+            return _var_np(x.astype(np.float32), dim, correction, keepdim).astype(x.dtype)
+    if n == 0:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
     d = x - np.add.reduce(x, axis=dim, keepdims=True) / n
@@ -747,6 +776,8 @@ var_p.defvjp(_var_vjp)
 
 @primitive("std", save_inputs=True, save_output=True)
 def std_p(x, dim=None, correction=1.0, keepdim=False):
+    if x.dtype.kind == "f" and x.dtype.itemsize < 4:  # float32 throughout, one rounding
+        return np.sqrt(_var_np(x.astype(np.float32), dim, correction, keepdim)).astype(x.dtype)
     return np.sqrt(_var_np(x, dim, correction, keepdim))
 
 
@@ -862,6 +893,11 @@ def logsumexp(input, dim, keepdim: bool = False):  # noqa: A002
 
 @primitive("vector_norm", save_inputs=True, save_output=True)
 def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
+    if x.dtype.kind == "f" and x.dtype.itemsize < 4:
+        # half precision: float32 accumulation, one rounding (PyTorch; float16 squares
+        # overflow at 256)
+        y = vector_norm_p.impl(x.astype(np.float32), ord, dim, keepdim)
+        return y.astype(x.dtype)
     a = np.abs(x)
     if ord == 2.0:
         return np.sqrt(np.sum(a * a, axis=dim, keepdims=keepdim))
@@ -1232,6 +1268,12 @@ install({
 })
 
 _ = Tensor
+
+
+# Products, scans, norms and variances overflow to inf or meet 0 * inf and inf - inf:
+# silent, as in PyTorch (see ops/_util.py:quiet_fp).  sum and mean stay unwrapped (hot).
+quiet_primitives(prod_p, cumsum_p, cumprod_p, shift_p, linscan_p, vector_norm_p, var_p, std_p,
+                 logsumexp_p)
 
 
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
