@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as _dt
 from ..ops.nn import linear_p
 from ..ops.registry import bind
 from ..tensor import Tensor
@@ -55,20 +56,32 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        # Hot path (one call per layer per step): two dict reads, one identity test on the
+        # dtypes and one shape test before the linear primitive; the messages are built only
+        # when a check fails.
         p = self._parameters
-        # A reparameterised weight (nn.utils.weight_norm) is a plain attribute instead.
-        w = p["weight"] if "weight" in p else self.weight
+        try:
+            w = p["weight"]
+            b = p["bias"]
+        except KeyError:  # a reparameterised weight (nn.utils.weight_norm) is a plain attribute
+            w = p["weight"] if "weight" in p else self.weight
+            b = p["bias"] if "bias" in p else self.bias
         d = input._data
+        wd = w._data
+        if d.dtype is not wd.dtype or not d.ndim or d.shape[-1] != wd.shape[1]:
+            self._check_input(d, wd)
+        return bind(linear_p, (input, w) if b is None else (input, w, b))
+
+    def _check_input(self, d, wd) -> None:
         if not d.ndim or d.shape[-1] != self.in_features:
             raise RuntimeError(
                 f"expected input with last dimension {self.in_features} (in_features), got "
                 f"shape {list(d.shape)}")
-        if d.dtype != w._data.dtype:
+        if d.dtype != wd.dtype:
             raise RuntimeError(
-                f"input dtype {input.dtype} does not match the layer's weight dtype {w.dtype}; "
-                "convert the input (x.to(dtype)) or the model (model.to(dtype))")
-        b = p["bias"] if "bias" in p else self.bias
-        return bind(linear_p, (input, w) if b is None else (input, w, b))
+                f"input dtype {_dt.from_numpy_dtype(d.dtype)} does not match the layer's weight "
+                f"dtype {_dt.from_numpy_dtype(wd.dtype)}; convert the input (x.to(dtype)) or the "
+                "model (model.to(dtype))")
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
