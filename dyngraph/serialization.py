@@ -360,6 +360,11 @@ def _contiguous(a: np.ndarray) -> np.ndarray:
     return a.astype(a.dtype.newbyteorder("<")) if a.dtype.byteorder == ">" else a
 
 
+def _raw_bytes(a: np.ndarray) -> memoryview:
+    # via a uint8 view: extension dtypes (ml_dtypes' bfloat16) do not export a typed buffer
+    return memoryview(a.reshape(-1).view(np.uint8))
+
+
 def _write_bytes(fh: BinaryIO, data) -> None:
     """Write one chunk (separate so tests can simulate a failure mid-write)."""
     fh.write(data)
@@ -393,7 +398,7 @@ def _encode(obj) -> tuple[bytes, list[np.ndarray]]:
     crc = zlib.crc32(raw, zlib.crc32(length))
     for a in blobs:
         if a.size:
-            crc = zlib.crc32(memoryview(a).cast("B"), crc)
+            crc = zlib.crc32(_raw_bytes(a), crc)
     raw = raw[:_CHECK_AT] + f"{crc:08x}".encode() + raw[_CHECK_AT + 8:]
     return length + raw, blobs
 
@@ -403,7 +408,7 @@ def _write_payload(fh: BinaryIO, payload) -> None:
     _write_bytes(fh, head)
     for a in blobs:
         if a.size:
-            _write_bytes(fh, memoryview(a).cast("B"))
+            _write_bytes(fh, _raw_bytes(a))
 
 
 def _os_error(e: OSError, path: str) -> OSError:
@@ -671,7 +676,7 @@ class _Unpacker:
                 self.bad(f"tensor entry {str(node)[:80]} has unknown or malformed fields")
             arr = self.array(key)
             rg = node.get("rg", False)
-            if rg and arr.dtype.kind not in "fc":
+            if rg and not (arr.dtype.kind in "fc" or arr.dtype.name == "bfloat16"):
                 self.bad(f"tensor {key!r} of dtype {arr.dtype} is marked requires_grad")
             if tag == "P":
                 obj = self.classes()[1](Tensor._make(arr, False, None, 0), requires_grad=rg)

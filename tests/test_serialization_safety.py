@@ -431,3 +431,17 @@ def test_fifo_stream_loads(tmp_path):
     back = dg.load(fifo)
     t.join(5)
     assert back["epoch"] == 2 and back["w"].tolist() == list(range(10))
+
+
+@pytest.mark.skipif(not hasattr(dg, "bfloat16"), reason="this dyngraph has no bfloat16 dtype")
+def test_bfloat16_round_trip_and_interop(tmp_path):
+    t = dg.tensor([[0.5, -1.25], [3.0, 1e-3]]).to(dg.bfloat16)
+    p = tmp_path / "bf.safetensors"
+    dg.save({"w": t, "dt": dg.bfloat16}, p)
+    back = dg.load(p)
+    assert back["w"].dtype == dg.bfloat16 and back["dt"] is dg.bfloat16
+    assert back["w"].float().tolist() == t.float().tolist()
+    tt = safetensors.torch.load_file(str(p))["w"]
+    assert tt.dtype == torch.bfloat16 and tt.float().tolist() == t.float().tolist()
+    safetensors.torch.save_file({"a": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)}, str(p))
+    assert dg.load(p)["a"].float().tolist() == [1.5, -2.0]
