@@ -12,7 +12,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .dtypes import (  # noqa: F401
-    bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
+    bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
     iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
     set_default_dtype, short, uint8,
 )

@@ -176,17 +176,28 @@ def _dtype_or_default(dtype) -> np.dtype:
     return _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float_np()
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None) -> Tensor:
-    """A tensor of zeros: ``dg.zeros(2, 3)`` or ``dg.zeros((2, 3))``."""
-    return _finish(np.zeros(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+def _sizes(args: tuple, size, fn: str) -> tuple:
+    """The shape from ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))`` (PyTorch accepts all three)."""
+    if size is not None:
+        if args:
+            raise TypeError(f"{fn}() got the size both positionally {args} and as size={size!r}")
+        args = (size,) if isinstance(size, (tuple, list)) else (size,)
+    return _shape_arg(args)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _finish(np.ones(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+def zeros(*args, size=None, dtype=None, device=None, requires_grad=False, out=None) -> Tensor:
+    """A tensor of zeros: ``dg.zeros(2, 3)``, ``dg.zeros((2, 3))`` or ``dg.zeros(size=(2, 3))``."""
+    return _finish(np.zeros(_sizes(args, size, "zeros"), _dtype_or_default(dtype)), device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
-    return _finish(np.empty(_shape_arg(size), _dtype_or_default(dtype)), device, requires_grad)
+def ones(*args, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of ones (sizes as for :func:`zeros`)."""
+    return _finish(np.ones(_sizes(args, size, "ones"), _dtype_or_default(dtype)), device, requires_grad)
+
+
+def empty(*args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
+    """An uninitialised tensor (sizes as for :func:`zeros`): ``dg.empty(size=(2, 3))``."""
+    return _finish(np.empty(_sizes(args, size, "empty"), _dtype_or_default(dtype)), device, requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -286,26 +297,30 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
 
 # -- random -----------------------------------------------------------------------
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform samples on [0, 1)."""
+def rand(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples on [0, 1): ``dg.rand(2, 3)`` or ``dg.rand(size=(2, 3))``."""
     np_dt = _dtype_or_default(dtype)
-    arr = rng_of(generator).random(_shape_arg(size), dtype=np.float64).astype(np_dt)
+    arr = rng_of(generator).random(_sizes(args, size, "rand"), dtype=np.float64).astype(np_dt)
     return _finish(arr, device, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples."""
+def randn(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples: ``dg.randn(2, 3)`` or ``dg.randn(size=(2, 3))``."""
     np_dt = _dtype_or_default(dtype)
-    arr = rng_of(generator).standard_normal(_shape_arg(size)).astype(np_dt)
+    arr = rng_of(generator).standard_normal(_sizes(args, size, "randn")).astype(np_dt)
     return _finish(arr, device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Integers in [low, high): ``dg.randint(10, (3,))`` or ``dg.randint(2, 10, (3,))``."""
+    """Integers in [low, high): ``dg.randint(10, (3,))``, ``dg.randint(2, 10, (3,))`` or
+    ``dg.randint(10, size=(3,))``."""
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
-    elif high is None:
+    elif high is None and size is not None:
+        low, high = 0, low
+    elif size is None:
         raise TypeError("randint() missing the size argument")
+    low, high = _num(low), _num(high)
     np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int64)
     arr = rng_of(generator).integers(low, high, size=_shape_arg((tuple(size),))).astype(np_dt)
     return _finish(arr, device, requires_grad)
@@ -377,8 +392,8 @@ def numel(t: Tensor) -> int:
 
 
 def is_floating_point(input: Tensor) -> bool:  # noqa: A002
-    """True for a floating-point tensor."""
-    return input._data.dtype.kind == "f"
+    """True for a floating-point tensor (bfloat16 included)."""
+    return _dt.is_floating_point_dtype(input._data.dtype)
 
 
 def is_complex(input: Tensor) -> bool:  # noqa: A002
@@ -422,19 +437,19 @@ def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bo
     return _new_like(self, lambda dt: _to_array(data, dt, copy=True), dtype, device, requires_grad)
 
 
-def new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_zeros(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros of shape ``size`` with this tensor's dtype/device: ``x.new_zeros(2, 3)``."""
-    return _new_like(self, lambda dt: np.zeros(_shape_arg(size), dt), dtype, device, requires_grad)
+    return _new_like(self, lambda dt: np.zeros(_sizes(args, size, "new_zeros"), dt), dtype, device, requires_grad)
 
 
-def new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_ones(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Ones of shape ``size`` with this tensor's dtype/device: ``x.new_ones((2, 3))``."""
-    return _new_like(self, lambda dt: np.ones(_shape_arg(size), dt), dtype, device, requires_grad)
+    return _new_like(self, lambda dt: np.ones(_sizes(args, size, "new_ones"), dt), dtype, device, requires_grad)
 
 
-def new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_empty(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uninitialised values of shape ``size`` with this tensor's dtype/device."""
-    return _new_like(self, lambda dt: np.empty(_shape_arg(size), dt), dtype, device, requires_grad)
+    return _new_like(self, lambda dt: np.empty(_sizes(args, size, "new_empty"), dt), dtype, device, requires_grad)
 
 
 def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -515,7 +530,8 @@ def _install_methods() -> None:
              "is_complex": is_complex,
              "pin_memory": _pin_memory, "is_pinned": lambda self, device=None: False,
              "is_signed": lambda self: self._data.dtype.kind in "if",
-             "positive": lambda self: self})
+             "positive": lambda self: self,
+             "bfloat16": lambda self, memory_format=None: self.to(_dt.bfloat16)})
     Tensor.is_cpu = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
     # PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
     # or a CUDA GPU, so each is False (sparse tensors override ``is_sparse``).
@@ -543,6 +559,9 @@ class _LegacyTensor(metaclass=_LegacyTensorType):
     dtype = None
 
     def __new__(cls, *args) -> Tensor:
+        if len(args) > 1:   # sizes: a 0-d integer tensor counts as a size (``LongTensor(t.max(), 2)``)
+            args = tuple(int(a.item()) if isinstance(a, Tensor) and a.ndim == 0 and a._data.dtype.kind in "iu"
+                         else a for a in args)
         return Tensor(*args, dtype=cls.dtype)
 
 

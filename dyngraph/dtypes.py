@@ -10,10 +10,11 @@ decide over Python scalars.  So ``float32_tensor * 2.5`` stays float32 and
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "dtype", "float16", "float32", "float64", "bfloat16_unsupported", "int8", "int16",
+    "dtype", "float16", "float32", "float64", "bfloat16", "int8", "int16",
     "int32", "int64", "uint8", "bool", "half", "float", "double", "short", "int",
     "long", "get_default_dtype", "set_default_dtype", "promote_types", "result_type",
     "is_floating_point_dtype", "finfo", "iinfo",
@@ -34,7 +35,7 @@ class dtype:  # noqa: N801 - PyTorch's spelling
         self.np = np.dtype(np_dtype)
         self.category = category  # 0 bool, 1 integer, 2 floating
         self.is_floating_point = category == 2
-        self.is_signed = self.np.kind in "if"
+        self.is_signed = self.np.kind in "if" or category == 2
         self.itemsize = self.np.itemsize
 
     def __repr__(self) -> str:
@@ -60,12 +61,15 @@ int32 = dtype("int32", np.int32, 1)
 int64 = dtype("int64", np.int64, 1)
 uint8 = dtype("uint8", np.uint8, 1)
 bool = dtype("bool", np.bool_, 0)  # noqa: A001 - PyTorch's name
-bfloat16_unsupported = None
+# bfloat16 is ml_dtypes' NumPy extension type (NumPy kind "V", not "f": test floating-ness
+# with is_floating_point_dtype, never with dtype.kind).
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
+_BF16 = bfloat16.np
 
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
 
-ALL_DTYPES = (float16, float32, float64, int8, int16, int32, int64, uint8, bool)
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool)
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 
@@ -132,12 +136,12 @@ def default_float_np() -> np.dtype:
 
 
 def is_floating_point_dtype(np_dtype) -> _builtin_bool:
-    return np_dtype.kind == "f"
+    return np_dtype.kind == "f" or np_dtype == _BF16
 
 
 def _category(np_dtype) -> _builtin_int:
     k = np_dtype.kind
-    return 2 if k == "f" else (0 if k == "b" else 1)
+    return 2 if k == "f" or np_dtype == _BF16 else (0 if k == "b" else 1)
 
 
 def promote_types(a, b) -> dtype:
@@ -153,7 +157,8 @@ def _promote_np(a: np.dtype, b: np.dtype) -> np.dtype:
         # PyTorch: the higher category wins with its own dtype (int64 + float32 -> float32),
         # where NumPy would widen (float64).
         return a if ca > cb else b
-    # Within one category NumPy's table agrees with PyTorch's for the dtypes we support.
+    # Within one category NumPy's table agrees with PyTorch's for the dtypes we support;
+    # ml_dtypes' bfloat16 already promotes as PyTorch's does (with float16 -> float32).
     return np.promote_types(a, b)
 
 

@@ -58,6 +58,8 @@ def _special(v) -> str | None:
 
 
 def format_array(a: np.ndarray, prefix: str) -> str:
+    if a.dtype == _dt.bfloat16.np:
+        a = a.astype(np.float32)   # exact; NumPy's float formatting only applies to kind "f"
     if a.dtype.kind == "f":
         fmt = {"float_kind": _float_formatter(a)}
     elif a.dtype.kind == "b":

@@ -288,7 +288,7 @@ class Tensor:
         return self.device.type == "cuda"
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        return _dt.is_floating_point_dtype(self._data.dtype)   # kind "f", or ml_dtypes' bfloat16
 
     def is_complex(self) -> bool:
         return False

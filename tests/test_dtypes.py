@@ -10,7 +10,7 @@ import torch
 
 import dyngraph as dg
 
-NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 
 def _make(lib, name, zero_dim):

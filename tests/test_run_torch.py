@@ -184,3 +184,71 @@ def test_module_layout_names_match_torch():
     sd = dict(dp.state_dict())
     dyngraph.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")
     assert list(sd) == ["weight", "bias"]
+
+
+def test_factories_take_size_keyword_and_tensor_sizes():
+    for lib in (torch, dyngraph):
+        t = lib.tensor([1, 3])
+        shapes = [lib.empty(size=(2, 3)).shape, lib.zeros(size=[2]).shape, lib.ones(size=(1, 2)).shape,
+                  lib.rand(size=(2,)).shape, lib.randn(size=(3, 1)).shape, lib.randint(5, size=(2,)).shape,
+                  lib.randint(1, 5, size=(4,)).shape, lib.LongTensor(t.max(), 2).shape,
+                  t.new_zeros(size=(2,)).shape, lib.zeros(t.max(), 2).shape]
+        assert [tuple(s) for s in shapes] == [(2, 3), (2,), (1, 2), (2,), (3, 1), (2,), (4,), (3, 2), (2,), (3, 2)]
+        assert lib.randint(5, size=(50,)).max().item() < 5 and lib.randint(5, size=(1,)).dtype == lib.int64
+    with pytest.raises(TypeError, match="size"):
+        dyngraph.zeros(2, size=(2,))
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    import tracemalloc  # noqa: PLC0415
+
+    tracemalloc.start()
+    try:
+        s = dyngraph.utils.data.RandomSampler(range(10), replacement=True, num_samples=int(1e10))
+        loader = dyngraph.utils.data.DataLoader(dyngraph.utils.data.TensorDataset(dyngraph.arange(10.0)),
+                                                batch_size=4, sampler=s)
+        (batch,) = next(iter(loader))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(s) == int(1e10) and peak < 50e6 and tuple(batch.shape) == (4,)
+    g = dyngraph.Generator().manual_seed(0)
+    draws = list(dyngraph.utils.data.RandomSampler(range(3), replacement=True, num_samples=100, generator=g))
+    assert len(draws) == 100 and set(draws) == {0, 1, 2}
+    no_repl = list(dyngraph.utils.data.RandomSampler(range(4), num_samples=10))
+    assert sorted(no_repl[:4]) == sorted(no_repl[4:8]) == [0, 1, 2, 3] and len(no_repl) == 10
+
+
+def test_dropout2d_on_2d_input_warns_and_drops_elements():
+    dyngraph.manual_seed(0)
+    for lib in (torch, dyngraph):
+        with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d"):
+            y = lib.nn.Dropout2d(0.5)(lib.ones(64, 64))
+        rows_mixed = ((y == 0).any(1) & (y != 0).any(1)).float().mean().item()
+        assert rows_mixed > 0.9          # element-wise, not whole rows
+        assert sorted(set(y.unique().tolist())) == [0.0, 2.0]
+
+
+def test_range_indices_match_torch():
+    res = []
+    for lib in (torch, dyngraph):
+        x = lib.zeros(3, 4)
+        x[range(3), lib.tensor([0, 2, 3])] = 1
+        x[range(1, 3), 0] += 5
+        res.append((x.tolist(), tuple(x[range(2)].shape), x[:, range(0, 4, 2)].tolist()))
+    assert res[0] == res[1]
+
+
+def test_bfloat16_dtype_and_promotion_match_torch():
+    vals = [1.5, 2.25, 3.1, -7.0]
+    d, t = dyngraph.tensor(vals, dtype=dyngraph.bfloat16), torch.tensor(vals, dtype=torch.bfloat16)
+    assert d.float().tolist() == t.float().tolist() and d.element_size() == t.element_size() == 2
+    assert d.is_floating_point() and dyngraph.is_floating_point(d) and dyngraph.bfloat16.is_floating_point
+    assert repr(d).replace("dyngraph", "torch") == repr(t)
+    for other in ("float16", "float32", "int64", "bool"):
+        od, ot = dyngraph.ones(4, dtype=getattr(dyngraph, other)), torch.ones(4, dtype=getattr(torch, other))
+        assert (d * od).dtype.name == str((t * ot).dtype).split(".")[1]
+        assert (d + od).float().tolist() == (t + ot).float().tolist()
+    assert (d * 2.5).dtype == dyngraph.bfloat16 and dyngraph.tensor(1.0).bfloat16().dtype == dyngraph.bfloat16
+    assert dyngraph.finfo(dyngraph.bfloat16).eps == torch.finfo(torch.bfloat16).eps
+    assert dyngraph.zeros(2).copy_(d[:2]).tolist() == torch.zeros(2).copy_(t[:2]).tolist()

@@ -67,15 +67,22 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        n = len(self.data_source)
-        rng = _rng(self.generator)
+        # The stream is chosen when iteration starts; indices are drawn lazily, a chunk at a time,
+        # so ``num_samples=int(1e10)`` (an "infinite" loader) allocates nothing up front.
+        return self._draw(len(self.data_source), _rng(self.generator), self.num_samples)
+
+    _CHUNK = 32
+
+    def _draw(self, n: int, rng: np.random.Generator, total: int):
         if self.replacement:
-            return iter(rng.integers(0, n, size=self.num_samples).tolist())
-        full, rest = divmod(self.num_samples, n)
-        order = [rng.permutation(n) for _ in range(full)]
+            for start in range(0, total, self._CHUNK):
+                yield from rng.integers(0, n, size=min(self._CHUNK, total - start)).tolist()
+            return
+        full, rest = divmod(total, n)
+        for _ in range(full):
+            yield from rng.permutation(n).tolist()
         if rest:
-            order.append(rng.permutation(n)[:rest])
-        return iter(np.concatenate(order).tolist() if order else [])
+            yield from rng.permutation(n)[:rest].tolist()
 
     def __len__(self) -> int:
         return self.num_samples

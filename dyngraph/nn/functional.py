@@ -12,6 +12,7 @@ composition of primitives, so gradients of every order come for free.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -632,7 +633,17 @@ def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
 
 
 def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
-    """Zero whole channels of an ``(N, C, H, W)`` input."""
+    """Zero whole channels of an ``(N, C, H, W)`` input.
+
+    A 2-D input warns and drops element-wise (PyTorch's deprecated behaviour: each
+    "channel" of an ``(N, C)`` input is one element)."""
+    if input.ndim == 2:
+        warnings.warn("dropout2d: Received a 2-D input to dropout2d, which is deprecated and will result in "
+                      "an error in a future release. To retain the behavior and silence this warning, please "
+                      "use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
+                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch "
+                      "dimension (i.e. 3D or 4D inputs).", UserWarning, stacklevel=3)
+        return _feature_dropout(input, p, training, inplace, "dropout2d", 2)
     return _feature_dropout(input, p, training, inplace, "dropout2d", 3)
 
 

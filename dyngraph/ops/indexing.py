@@ -211,9 +211,9 @@ def parse_index(idx):
             else:
                 spec.append(TENSOR)
                 tensors.append(Tensor._make(np.asarray(False), False, None, 0))
-        elif isinstance(it, (Tensor, np.ndarray, list, tuple)):
-            spec.append(TENSOR)
-            tensors.append(_index_tensor(list(it) if t is tuple else it))
+        elif isinstance(it, (Tensor, np.ndarray, list, tuple, range)):
+            spec.append(TENSOR)   # a range indexes like the list of its values (x[range(3), idx])
+            tensors.append(_index_tensor(list(it) if t is tuple or t is range else it))
         elif isinstance(it, (np.integer, np.bool_)):
             if isinstance(it, np.bool_):
                 spec.append(None if it else TENSOR)
