@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
+__all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "speedups", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "get_default_device", "set_default_device"]
 
@@ -91,4 +91,6 @@ def set_default_device(device) -> None:
 
 
 # The flag modules import this package's precision switch, so they come last.
-from . import cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: E402
+from . import cuda, cudnn, mkl, mkldnn, mps, openmp, speedups  # noqa: E402
+
+speedups._warn_if_missing()  # once, at import: the C accelerator is not built
