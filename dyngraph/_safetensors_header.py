@@ -90,7 +90,7 @@ class RawFile:
     header: bytes                      # the N header bytes, as written (padding included)
     metadata: dict[str, str]
     entries: dict[str, tuple[str, tuple[int, ...], int, int]]   # key -> (code, shape, start, stop)
-    data: bytearray
+    data: bytearray | np.ndarray      # the data section (a uint8 array, or bytes of a stream)
 
     def array(self, key: str) -> np.ndarray:
         """The tensor ``key`` as a NumPy array of native byte order (a view when aligned)."""
@@ -153,8 +153,8 @@ class _Source:
             out += chunk
         return bytes(out)
 
-    def read_into(self, buf: bytearray) -> int:
-        view = memoryview(buf)
+    def read_into(self, buf) -> int:
+        view = memoryview(buf).cast("B")
         got = 0
         readinto = getattr(self.fh, "readinto", None)
         while got < len(buf):
@@ -299,7 +299,8 @@ def _read(src: _Source) -> RawFile:
                 else f"the file has {have - data_len} bytes after the last tensor (corrupted or appended to)")
         fail(name, f"the header describes {data_len} bytes of tensor data but {what}")
     if size is not None:
-        data = bytearray(data_len)
+        # np.empty, not bytearray(n): no zero-fill pass, the pages are touched once, by the read
+        data = np.empty(data_len, dtype=np.uint8)
         if src.read_into(data) != data_len:
             fail(name, "the file ended while reading the tensor data (truncated, or changed while reading)")
     else:
