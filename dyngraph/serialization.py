@@ -150,17 +150,21 @@ class safe_globals:  # noqa: N801 - PyTorch's spelling
 
     def __init__(self, safe_globals: list):
         self._entries = [_check_global(e) for e in safe_globals]
-        self._saved: list | None = None
 
     def __enter__(self):
         with _lock:
-            self._saved = list(_user_globals)
             _user_globals.extend(self._entries)
         return self
 
     def __exit__(self, *exc):
+        # remove exactly what this block added (the last occurrence of each), so that entries
+        # added meanwhile by add_safe_globals or another thread's block stay
         with _lock:
-            _user_globals[:] = self._saved
+            for e in reversed(self._entries):
+                for i in range(len(_user_globals) - 1, -1, -1):
+                    if _user_globals[i] is e:
+                        del _user_globals[i]
+                        break
         return False
 
 

@@ -261,3 +261,19 @@ def test_cyclic_module_reference():
     m.parent_ref = [m]                    # a plain attribute pointing back at the module
     back = dg.load(io.BytesIO(_bytes(m)))
     assert back.parent_ref[0] is back
+
+
+def test_safe_globals_blocks_nest_and_keep_other_additions():
+    class A(dg.nn.Module):
+        pass
+
+    class B(dg.nn.Module):
+        pass
+
+    with serialization.safe_globals([A]):
+        with serialization.safe_globals([B]):
+            serialization.add_safe_globals([Net])
+            assert serialization.get_safe_globals() == [A, B, Net]
+        assert serialization.get_safe_globals() == [A, Net]
+    assert serialization.get_safe_globals() == [Net]
+    serialization.clear_safe_globals()
