@@ -29,6 +29,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -114,18 +115,35 @@ def _child(lib: str, case: str, seed: int, mb: int, consume_s: float) -> None:
 def _run_case(lib, case, seed, mb, limit, consume_s):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", lib, case, str(seed), "--mb", str(mb),
            "--consume-s", str(consume_s)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    try:
-        so, se = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
+    # Output to files, not pipes: a worker left running after the child exits (PyTorch leaves a
+    # stuck one behind) would keep a pipe open; the child's own exit is what is timed.
+    with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
+        p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True, start_new_session=True,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        try:
+            p.wait(timeout=limit)
+            hang = False
+        except subprocess.TimeoutExpired:
+            hang = True
+        try:
+            os.killpg(p.pid, signal.SIGKILL)      # the child if it hangs, and leftover workers
+        except ProcessLookupError:
+            pass
+        p.wait()
+        so.seek(0)
+        se.seek(0)
+        out, err = so.read(), se.read()
+    if hang:
         return {"lib": lib, "case": case, "outcome": "hang"}
-    for line in so.splitlines():
+    for line in out.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"lib": lib, "case": case, "outcome": "crash", "stderr": se[-300:]}
+    if "is killed by signal" in err:
+        # PyTorch's SIGCHLD handler raises in whatever the main thread is doing, here outside
+        # the measured try block: an error all the same, with no time taken
+        return {"lib": lib, "case": case, "outcome": "error", "message": err.strip().splitlines()[-1][:200],
+                "names_pid": True}
+    return {"lib": lib, "case": case, "outcome": "crash", "stderr": err[-300:]}
 
 
 def main() -> None:

@@ -200,9 +200,18 @@ def _send(conn, idx, data, worker_id) -> None:
             e, f"in DataLoader worker process {worker_id} while sending batch {idx} to the main process")))
 
 
+def _parent_alive(parent_pid: int, direct: bool) -> bool:
+    if direct:                     # fork / spawn: a dead parent means a new OS parent
+        return os.getppid() == parent_pid
+    # forkserver: the OS parent is the fork server; multiprocessing knows the real parent
+    parent = mp.parent_process()
+    return parent is None or parent.is_alive()
+
+
 def _worker_loop(dataset, index_queue, conn, stop_flag, auto_collation, collate_fn, drop_last,
                  seed, init_fn, worker_id, num_workers, parent_pid, inherited_fds=()):
     global _worker_info
+    direct = os.getppid() == parent_pid
     # A forked worker inherits the main process's read ends of every worker pipe (its own too);
     # holding them would keep a write to a pipe the main process closed from failing with EPIPE.
     # They are replaced by /dev/null rather than closed, so that the numbers are not reused while
@@ -229,7 +238,7 @@ def _worker_loop(dataset, index_queue, conn, stop_flag, auto_collation, collate_
             try:
                 task = index_queue.get(timeout=_POLL_S)
             except queue.Empty:
-                if os.getppid() != parent_pid:       # the main process died: leave quietly
+                if not _parent_alive(parent_pid, direct):   # the main process died: leave quietly
                     return
                 continue
             if task is None or stop_flag.value:
