@@ -185,7 +185,8 @@ def rebuild(header: dict, data_section: bytes) -> bytes:
 
 NASTY = [-1, 0, 1, 2 ** 70, 1.5, -0.0, "22", "", "__builtins__", "os.system", "builtins.eval",
          "dyngraph.save", None, True, False, [], {}, [1, 2, 3], {"a": 1}, [[[[[[[[1]]]]]]]],
-         {"T": "x"}, {"G": "os.system"}, {"dt": "__builtins__"}, "x" * 1000]
+         {"T": "x"}, {"G": "os.system"}, {"dt": "__builtins__"}, "x" * 1000, [1] * 70, 2 ** 82,
+         [2 ** 40, 2 ** 40], -(2 ** 63), 1e308, {"M": "os.system"}, {"R": 0}, {"f": "nan"}]
 
 
 def nodes(obj, path=()):

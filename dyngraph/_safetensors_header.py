@@ -33,6 +33,8 @@ __all__ = ["CheckpointError", "RawFile", "read", "MAX_HEADER", "DTYPES", "np_dty
 # `dg.load("/dev/urandom")` fail after 8 bytes instead of reading until memory runs out.
 MAX_HEADER = 100 * 1024 * 1024
 
+MAX_DIMS = 64   # NumPy's limit on the number of dimensions
+
 # safetensors dtype code -> little-endian NumPy dtype.  The only place a dtype name from the
 # file is interpreted; names outside it are refused.
 DTYPES: dict[str, np.dtype] = {
@@ -218,6 +220,8 @@ def _validate(header: Any, name: str):
                        f"{', '.join(DTYPES)})")
         if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
             fail(name, f"tensor {key!r}: shape {str(shape)[:60]} must be a list of non-negative integers")
+        if len(shape) > MAX_DIMS:
+            fail(name, f"tensor {key!r} has {len(shape)} dimensions; arrays have at most {MAX_DIMS}")
         if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)
                 and 0 <= offs[0] <= offs[1]):
             fail(name, f"tensor {key!r}: data_offsets {str(offs)[:60]} must be two integers "

@@ -260,6 +260,8 @@ F4 = np.arange(4, dtype=np.float32).tobytes()
     ({"a": {"dtype": "F32", "shape": "22", "data_offsets": [0, 8]}}, F4[:8], "shape"),
     ({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, F4[:8], "non-negative"),
     ({"a": {"dtype": "F32", "shape": [True, 2], "data_offsets": [0, 8]}}, F4[:8], "shape"),
+    ({"a": {"dtype": "F32", "shape": [1] * 65 + [2], "data_offsets": [0, 8]}}, F4[:8], "66 dimensions"),
+    ({"a": {"dtype": "F32", "shape": [2 ** 40, 2 ** 40], "data_offsets": [0, 2 ** 82]}}, F4[:8], "truncated"),
     ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, F4[:8], "need 12"),
     ({"a": {"dtype": "Q99", "shape": [2], "data_offsets": [0, 8]}}, F4[:8], "not a safetensors dtype"),
     ({"a": {"dtype": "F8_E5M2", "shape": [2], "data_offsets": [0, 2]}}, F4[:2], "cannot hold"),
