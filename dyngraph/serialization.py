@@ -481,7 +481,12 @@ def _open_temp(directory: str, base: str, mode: int) -> tuple[int, str]:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
         if fcntl is None:
             return fd, tmp
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            # a file system without flock: no lock, but no cleanup there can take one either,
+            # so this file is never mistaken for stale
+            return fd, tmp
         # Another save's cleanup may have taken it for stale between open and flock: then it is
         # gone from the directory, and we start again with a new name.
         try:
@@ -521,7 +526,9 @@ def _cleanup_stale(directory: str, base: str) -> int:
             continue
         p = os.path.join(directory, entry)
         try:
-            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            # no symlinks followed; O_NONBLOCK so that a FIFO with a matching name cannot block us
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             continue
         try:

@@ -136,6 +136,11 @@ def test_stale_temporaries_of_killed_saves_are_removed(tmp_path):
               tmp_path / f".{base}.1.deadbeef.tmp.keep", tmp_path / f".{base}.12.NOTHEX12.tmp"]
     for o in others:
         o.write_bytes(b"x")
+    fifo = tmp_path / f".{base}.77.abcdef01.tmp"           # matches the pattern, but is no file:
+    os.mkfifo(fifo)                                         # neither opened for blocking nor removed
+    link = tmp_path / f".{base}.78.abcdef02.tmp"
+    link.symlink_to(stale[0].name + ".elsewhere")
+    others += [fifo, link]
     dg.save({"a": 1}, tmp_path / base)
     left = set(_temps(tmp_path)) | {p.name for p in tmp_path.iterdir()}
     for p in stale + [old_style]:
