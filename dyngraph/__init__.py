@@ -43,12 +43,16 @@ from .ops.reduction import sum  # noqa: F401,A004
 _LAZY_MODULES = {
     "nn", "optim", "data", "utils", "jit", "onnx", "viz", "tensorboard", "profiler",
     "distributed", "linalg", "serialization", "examples", "func", "accelerator", "multiprocessing",
-    "version", "run_torch", "autobatch",
+    "version", "run_torch", "sparse", "autobatch",
 }
 _LAZY_ATTRS = {
     "save": ("serialization", "save"),
     "load": ("serialization", "load"),
     "compile": ("jit", "compile"),
+    "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
+    "spmm": ("sparse", "spmm"),
+    "sparse_coo": ("sparse", "sparse_coo"),
+    "strided": ("sparse", "strided"),
 }
 
 

@@ -523,6 +523,13 @@ def _pin_memory(self: Tensor, device=None) -> Tensor:
     return self.clone()
 
 
+def _to_sparse(self: Tensor, sparse_dim=None):
+    """The COO sparse form (``dg.sparse``), differentiable with respect to this tensor."""
+    from .sparse import to_sparse  # noqa: PLC0415
+
+    return to_sparse(self, sparse_dim)
+
+
 def _install_methods() -> None:
     from .ops._util import install  # noqa: PLC0415
 
@@ -531,7 +538,9 @@ def _install_methods() -> None:
              "pin_memory": _pin_memory, "is_pinned": lambda self, device=None: False,
              "is_signed": lambda self: self._data.dtype.kind in "if",
              "positive": lambda self: self,
-             "bfloat16": lambda self, memory_format=None: self.to(_dt.bfloat16)})
+             "bfloat16": lambda self, memory_format=None: self.to(_dt.bfloat16),
+             "to_sparse": _to_sparse, "to_sparse_coo": _to_sparse,
+             "to_dense": lambda self, dtype=None, masked_grad=None: self if dtype is None else self.to(dtype)})
     Tensor.is_cpu = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
     # PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
     # or a CUDA GPU, so each is False (sparse tensors override ``is_sparse``).

@@ -165,12 +165,25 @@ def matmul(input, other):  # noqa: A002
     >>> (dg.ones(2, 3) @ dg.ones(3, 4)).shape
     dyngraph.Size([2, 4])
     """
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)) and _sparse(input, other):
+        from ..sparse import matmul as sparse_matmul  # noqa: PLC0415
+
+        return sparse_matmul(input, other)
     input = as_tensor_arg(input, "matmul")
     other = as_tensor_arg(other, "matmul")
     return bind(matmul_p, (input, other))
 
 
+def _sparse(*xs) -> bool:
+    """Whether an operand is a ``dg.sparse`` COO tensor (not a Tensor: dg.sparse multiplies it)."""
+    from ..sparse import SparseTensor  # noqa: PLC0415
+
+    return any(isinstance(x, SparseTensor) for x in xs)
+
+
 def _matmul_method(self, other):
+    if not isinstance(other, Tensor) and _sparse(other):
+        return NotImplemented   # dense @ sparse: SparseTensor.__rmatmul__
     return bind(matmul_p, (self, other if isinstance(other, Tensor) else as_tensor_arg(other, "matmul")))
 
 
@@ -225,6 +238,10 @@ def mm(input, mat2):  # noqa: A002
     >>> dg.mm(dg.ones(2, 3), dg.ones(3, 4)).shape
     dyngraph.Size([2, 4])
     """
+    if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)) and _sparse(input, mat2):
+        from ..sparse import mm as sparse_mm  # noqa: PLC0415
+
+        return sparse_mm(input, mat2)
     input, mat2 = _tensor(input, "mm"), _tensor(mat2, "mm")
     _need_ndim(input, 2, "self", "mm")
     _need_ndim(mat2, 2, "mat2", "mm")
