@@ -1,6 +1,7 @@
 """Numerics (half-precision accumulation, silent floating-point exceptions) and memory
 (tiled im2col, float32 random generation) against PyTorch 2.13 CPU (issue 10, item 7)."""
 
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -182,3 +183,71 @@ def test_log_of_zero_under_warnings_as_errors_subprocess():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["-inf", "inf"]
+
+
+# ---------------------------------------------------------------------------
+# conv: tiled im2col bounds peak memory (NumPy reports its buffers to tracemalloc)
+# ---------------------------------------------------------------------------
+
+def _peak_mib(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return out, peak / 2**20
+
+
+def test_conv2d_large_kernel_peak_memory_is_bounded():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8, 200, 200)).astype(np.float32)      # 1.2 MiB
+    w = (rng.standard_normal((8, 8, 7, 7)) * 0.05).astype(np.float32)
+    # one-shot im2col would be 8 * 49 * 194^2 * 4 B = 56 MiB per pass
+    xt, wt = dg.tensor(x, requires_grad=True), dg.tensor(w, requires_grad=True)
+
+    def step():
+        y = dg.conv2d(xt, wt, padding=1)
+        y.backward(dg.ones_like(y))
+        return y
+
+    y, peak = _peak_mib(step)
+    assert peak < 40, f"conv2d forward+backward peak {peak:.0f} MiB"
+    xr, wr = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    yr = torch.nn.functional.conv2d(xr, wr, padding=1)
+    yr.backward(torch.ones_like(yr))
+    np.testing.assert_allclose(y.detach().numpy(), yr.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(wt.grad.numpy(), wr.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("case", [
+    # (N, C_in, spatial, kernel, C_out, stride, padding, dilation, groups)
+    (2, 4, (17, 13), (3, 5), 6, (1, 1), (1, 2), (1, 1), 1),
+    (3, 6, (20, 19), (3, 3), 4, (2, 3), (1, 0), (2, 1), 2),
+    (1, 3, (33,), (5,), 2, (2,), (2,), (1,), 1),
+    (2, 4, (9, 8, 7), (3, 2, 3), 4, (1, 2, 1), (1, 0, 1), (1, 1, 2), 2),
+])
+def test_conv_row_tiles_match_torch_float64(case, monkeypatch):
+    """One output row per tile (the smallest tiles) against PyTorch, values and gradients."""
+    from dyngraph.ops import conv as conv_ops  # noqa: PLC0415
+
+    monkeypatch.setattr(conv_ops, "_TILE_BYTES", 1)
+    n, c, sp, k, o, st, pd, dl, g = case
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, c) + sp)
+    w = rng.standard_normal((o, c // g) + k)
+    b = rng.standard_normal(o)
+    f = {1: "conv1d", 2: "conv2d", 3: "conv3d"}[len(sp)]
+    xd, wd, bd = (dg.tensor(a, requires_grad=True) for a in (x, w, b))
+    xr, wr, br = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yd = getattr(dg.nn.functional, f)(xd, wd, bd, st, pd, dl, g)
+    yr = getattr(torch.nn.functional, f)(xr, wr, br, st, pd, dl, g)
+    v = rng.standard_normal(tuple(yr.shape))
+    (yd * dg.tensor(v)).sum().backward()
+    (yr * torch.tensor(v)).sum().backward()
+    np.testing.assert_allclose(yd.detach().numpy(), yr.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for a, r in ((xd, xr), (wd, wr), (bd, br)):
+        np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-12, atol=1e-12)

@@ -45,6 +45,12 @@ __all__ = [
 ]
 
 _CHUNK_BYTES = 1 << 20  # im2col chunk that stays in cache (measured: 1 MiB is best)
+# Bound on one sample's im2col (or col2im) matrix.  Above it, each sample is processed in
+# tiles of output rows of at most this size (one output row at least), so peak memory
+# grows by O(_TILE_BYTES) instead of C * prod(kernel) * prod(out) * itemsize: a 7x7
+# kernel on a 16 MiB image needed 781 MiB of columns at once, an 11x11 kernel on
+# (1, 64, 1024, 1024) 29.7 GiB.  Convolutions below it keep the single-shot path.
+_TILE_BYTES = 16 << 20
 
 
 def _prod(xs) -> int:
@@ -56,6 +62,20 @@ def _prod(xs) -> int:
 
 def _chunk(n: int, item_bytes: int) -> int:
     return max(1, min(n, _CHUNK_BYTES // max(item_bytes, 1))) if n else 1
+
+
+def _row_tiles(n_rows: int, row_bytes: int):
+    """``(r0, r1)`` bounds of row tiles whose im2col has at most ``_TILE_BYTES``."""
+    rows = max(1, _TILE_BYTES // max(row_bytes, 1))
+    return [(r, min(r + rows, n_rows)) for r in range(0, n_rows, rows)]
+
+
+def _row_cols(xp, s, r0, r1, k, stride, dilation, out):
+    """im2col of sample ``s``, output rows ``r0:r1``: (1, C, *kernel, r1 - r0, *out[1:])."""
+    lo = r0 * stride[0]
+    hi = (r1 - 1) * stride[0] + dilation[0] * (k[0] - 1) + 1
+    xs = xp[s:s + 1, :, lo:hi]
+    return np.ascontiguousarray(_windows(xs, k, stride, dilation, (r1 - r0,) + tuple(out[1:])))
 
 
 def _pad(x, pads, value=0.0, extra=None):
@@ -113,6 +133,17 @@ def conv_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
     yv = y.reshape(n, g, og, L)
     nb = _chunk(n, c * kk * L * x.itemsize)
     bias = None if b is None else b.reshape(g, og, 1)
+    if c * kk * L * x.itemsize > _TILE_BYTES:  # large image: tiles of output rows
+        rest = _prod(out[1:])
+        ys = y.reshape((n, g, og, out[0], rest))
+        for s in range(n):
+            for r0, r1 in _row_tiles(out[0], c * kk * rest * x.itemsize):
+                cols = _row_cols(xp, s, r0, r1, k, stride, dilation, out)
+                yt = np.matmul(wm, cols.reshape(g, cg * kk, (r1 - r0) * rest))
+                if bias is not None:
+                    yt += bias
+                ys[s, :, :, r0:r1] = yt.reshape(g, og, r1 - r0, rest)
+        return y.reshape((n, o) + out)
     for s0 in range(0, n, nb):
         cols = np.ascontiguousarray(_windows(xp[s0:s0 + nb], k, stride, dilation, out))
         yc = yv[s0:s0 + nb]
@@ -147,12 +178,25 @@ def conv_transpose_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), gro
     slices = [tuple(slice(ki * dilation[i], ki * dilation[i] + stride[i] * (sp_in[i] - 1) + 1, stride[i])
                     for i, ki in enumerate(off)) for off in offsets]
     bv = buf.reshape((n, g, cout_g) + full)
-    nb = _chunk(n, cout * kk * L * x.itemsize)
-    for s0 in range(0, n, nb):
-        dc = np.matmul(wm, xv[s0:s0 + nb]).reshape((-1, g, kk, cout_g) + tuple(sp_in))
-        bc = bv[s0:s0 + nb]
-        for j, sl in enumerate(slices):
-            bc[(slice(None), slice(None), slice(None)) + sl] += dc[:, :, j]
+    if cout * kk * L * x.itemsize > _TILE_BYTES:  # large image: tiles of input rows
+        rest = _prod(sp_in[1:])
+        xr = x.reshape((n, g, cin_g, sp_in[0], rest))
+        for s in range(n):
+            for r0, r1 in _row_tiles(sp_in[0], cout * kk * rest * x.itemsize):
+                xt = np.ascontiguousarray(xr[s, :, :, r0:r1]).reshape(g, cin_g, (r1 - r0) * rest)
+                dc = np.matmul(wm, xt).reshape((g, kk, cout_g, r1 - r0) + tuple(sp_in[1:]))
+                bc = bv[s]
+                for j, off in enumerate(offsets):
+                    lo = off[0] * dilation[0] + r0 * stride[0]
+                    sl = (slice(lo, lo + stride[0] * (r1 - r0 - 1) + 1, stride[0]),) + slices[j][1:]
+                    bc[(slice(None), slice(None)) + sl] += dc[:, j]
+    else:
+        nb = _chunk(n, cout * kk * L * x.itemsize)
+        for s0 in range(0, n, nb):
+            dc = np.matmul(wm, xv[s0:s0 + nb]).reshape((-1, g, kk, cout_g) + tuple(sp_in))
+            bc = bv[s0:s0 + nb]
+            for j, sl in enumerate(slices):
+                bc[(slice(None), slice(None), slice(None)) + sl] += dc[:, :, j]
     y = buf[(slice(None), slice(None)) + tuple(slice(padding[i][0], padding[i][0] + output_size[i])
                                               for i in range(nd))]
     y = np.ascontiguousarray(y)
@@ -174,6 +218,15 @@ def conv_weight_p(x, gy, kernel_size=(1,), stride=(1,), padding=((0, 0),), dilat
     gv = gy.reshape(n, g, og, L)
     # accumulate dw^T = im2col(x) @ gy^T: measured ~15% faster with OpenBLAS than gy @ im2col^T
     dwt = np.zeros((g, cg * kk, og), dtype=np.result_type(x.dtype, gy.dtype))
+    if c * kk * L * x.itemsize > _TILE_BYTES:  # large image: tiles of output rows
+        rest = _prod(out[1:])
+        gr = gy.reshape((n, g, og, out[0], rest))
+        for s in range(n):
+            for r0, r1 in _row_tiles(out[0], c * kk * rest * x.itemsize):
+                cols = _row_cols(xp, s, r0, r1, k, stride, dilation, out)
+                gt = np.ascontiguousarray(gr[s, :, :, r0:r1]).reshape(g, og, (r1 - r0) * rest)
+                dwt += np.matmul(cols.reshape(g, cg * kk, (r1 - r0) * rest), gt.transpose(0, 2, 1))
+        return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape((o, cg) + k)
     nb = _chunk(n, c * kk * L * x.itemsize)
     for s0 in range(0, n, nb):
         cols = np.ascontiguousarray(_windows(xp[s0:s0 + nb], k, stride, dilation, out))
