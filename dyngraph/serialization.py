@@ -281,11 +281,13 @@ class _Packer:
                 and hasattr(obj, "__qualname__"):
             # a class or function is stored by name only; loading resolves it through the allow-list
             return {"G": _qualname(obj)}
+        hint = ("; save its .state_dict() instead" if callable(getattr(obj, "state_dict", None))
+                else "; store the object's state as plain data")
         raise TypeError(
             f"dg.save: cannot save an object of type {type(obj).__name__} at {_where(path)}: "
             "checkpoints hold tensors, NumPy arrays, numbers, strings, booleans, None, dtypes, "
             "modules, classes/functions (by name) and dicts/lists/tuples of them (dyngraph never "
-            "pickles; store the object's state as plain data)")
+            f"pickles){hint}")
 
     def module(self, m, path, depth):
         if depth > _MAX_DEPTH:

@@ -169,6 +169,9 @@ def test_unsavable_module_state_is_refused_at_save():
     m2.config = object()
     with pytest.raises(TypeError, match=r"obj\['config'\]"):
         dg.save(m2, io.BytesIO())
+    opt = dg.optim.SGD(dg.nn.Linear(2, 2).parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"type SGD at obj\['opt'\].*save its .state_dict\(\) instead"):
+        dg.save({"opt": opt}, io.BytesIO())
     m3 = dg.nn.Linear(2, 2)
     m3.forward = dg.nn.functional.relu
     with pytest.raises(TypeError, match="'forward' that replaces a method"):
