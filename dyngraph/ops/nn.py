@@ -40,8 +40,13 @@ _SAFE_SPREAD = {np.dtype(np.float16): 8.0, np.dtype(np.float32): 60.0,
                 np.dtype(np.float64): 600.0}
 
 
+_SMALL = 1024  # elements: below this, per-call NumPy overhead dominates the passes
+
+
 def _shifted(x, dim):
     """``x`` minus a shift that makes ``exp`` safe: the global max when the spread allows."""
+    if x.size <= _SMALL:  # one reduction instead of max, min and two isfinite checks
+        return x - x.max(axis=dim, keepdims=True)
     hi, lo = x.max(), x.min()
     if np.isfinite(hi) and np.isfinite(lo) and hi - lo < _SAFE_SPREAD.get(x.dtype, 0.0):
         return x - hi
@@ -50,7 +55,8 @@ def _shifted(x, dim):
 
 def _sum_keep(a, dim):
     """``a.sum(dim, keepdims=True)``; a BLAS product with ones for the last, contiguous axis."""
-    if dim == a.ndim - 1 and a.flags.c_contiguous and a.dtype.kind == "f" and a.shape[-1] > 1:
+    if dim == a.ndim - 1 and a.size > _SMALL and a.flags.c_contiguous and a.dtype.kind == "f" \
+            and a.shape[-1] > 1:
         n = a.shape[-1]
         return (a.reshape(-1, n) @ np.ones((n, 1), dtype=a.dtype)).reshape(a.shape[:-1] + (1,))
     return a.sum(axis=dim, keepdims=True)
@@ -393,6 +399,12 @@ def _reduce_losses(losses, w, reduction, dtype):
 @primitive("nll_loss", save_inputs=True, nondiff_argnums=(1, 2))
 def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
     """Primitive: ``-w[t] * logp[n, t]`` reduced (class dimension 1)."""
+    n = logp.shape[0] if logp.ndim == 2 else 0
+    if weight is None and reduction == "mean" and n and (target != ignore_index).all():
+        # the common case (no class weights, nothing ignored): the mean of the picked
+        # log-probabilities, the same sum and divisor as below without the weight arrays
+        total = logp[np.arange(n), target].sum()
+        return np.asarray(-total / logp.dtype.type(n), dtype=logp.dtype)
     w, safe = _nll_terms(target, weight, ignore_index, logp.dtype)
     return _reduce_losses(-w * _pick(logp, safe), w, reduction, logp.dtype)
 
@@ -427,7 +439,15 @@ def _g_with_class_dim(g, reduction):
 
 def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-100):
     dtype = logp.dtype if not isinstance(logp, Tensor) else logp._data.dtype
-    w, safe = _coefs(tuple(logp.shape), dtype, target, weight, reduction, ignore_index)
+    shape = tuple(logp.shape)
+    t = _raw(target)
+    if weight is None and reduction == "mean" and len(shape) == 2 and shape[0] \
+            and (t != ignore_index).all():
+        # every row weighs 1/N (the fast case of nll_loss_p): no weight arrays
+        mask = np.zeros(shape, dtype=dtype)
+        mask[np.arange(shape[0]), t] = -(dtype.type(1) / dtype.type(shape[0]))
+        return g * mask
+    w, safe = _coefs(shape, dtype, target, weight, reduction, ignore_index)
     return _g_with_class_dim(g, reduction) * _onehot_mask(tuple(logp.shape), dtype, w, safe)
 
 
