@@ -138,3 +138,21 @@ def test_cross_entropy_fast_path_second_order():
     (gg,) = dg.autograd.grad((g * g).sum(), x)
     (ggt,) = torch.autograd.grad((gt * gt).sum(), xt)
     np.testing.assert_allclose(gg.numpy(), ggt.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("index", [[3], [[4]], [2, 2, 5]])
+def test_embedding_single_row_paths_match_torch(index):
+    # one looked-up row: range check without reductions, gradient as a row write
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((7, 4)).astype(np.float32)
+    ed, et = dg.nn.Embedding(7, 4), torch.nn.Embedding(7, 4)
+    ed.weight.data = dg.tensor(w)
+    et.weight.data = torch.tensor(w)
+    yd, yt = ed(dg.tensor(index)), et(torch.tensor(index))
+    seed = rng.standard_normal(yt.shape).astype(np.float32)
+    yd.backward(dg.tensor(seed))
+    yt.backward(torch.tensor(seed))
+    np.testing.assert_array_equal(yd.detach().numpy(), yt.detach().numpy())
+    np.testing.assert_allclose(ed.weight.grad.numpy(), et.weight.grad.numpy(), rtol=1e-6)
+    with pytest.raises(IndexError, match="out of range"):
+        ed(dg.tensor([7]))
