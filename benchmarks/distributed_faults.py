@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -126,10 +127,14 @@ def run_case(lib: str, case: str, limit: float) -> dict:
     end = time.time()
     os.unlink(path)
     events = {}
-    for line in out.splitlines():
-        kind, _, rest = line.partition(" ")
-        if kind in ("FAULT", "ERROR", "DONE") and rest.startswith("{"):
-            events.setdefault(kind, []).append(json.loads(rest))
+    dec = json.JSONDecoder()
+    # the two ranks share stdout, so their lines may interleave: find each marker anywhere
+    for m in re.finditer(r"(FAULT|ERROR|DONE) (?=\{)", out):
+        try:
+            obj, _ = dec.raw_decode(out, m.end())
+        except json.JSONDecodeError:
+            continue
+        events.setdefault(m.group(1), []).append(obj)
     fault = min((e["t"] for e in events.get("FAULT", [])), default=None)
     errors = events.get("ERROR", [])
     if hang:
@@ -205,7 +210,7 @@ def main() -> None:
     ap.add_argument("--cases", default="ddp_models,exit3,stall,shapes,counts")
     args = ap.parse_args()
     libs = ["dyngraph", "torch"] if args.lib == "both" else [args.lib]
-    for case in args.cases.split(","):
+    for case in filter(None, args.cases.split(",")):
         for lib in libs:
             r = run_case(lib, case, args.limit)
             t = "-" if r["to_error_s"] is None else f"{r['to_error_s']:.2f} s"
