@@ -332,10 +332,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
             f"embedding: expected an integer tensor of indices (int64 or int32), got "
             f"{idx.dtype} of shape {list(idx.shape)}; convert it with .long()")
     n = weight._data.shape[0]
-    if idx._data.size == 1:  # one index: no reductions for the range check
-        lo = hi = int(idx._data.item())
-    elif idx._data.size:
-        lo, hi = int(idx._data.min()), int(idx._data.max())
+    if idx._data.size:
+        if idx._data.size == 1:  # one index: no reductions for the range check
+            lo = hi = int(idx._data.item())
+        else:
+            lo, hi = int(idx._data.min()), int(idx._data.max())
         if lo < 0 or hi >= n:
             bad = hi if hi >= n else lo
             raise IndexError(
