@@ -77,6 +77,12 @@ def test_rank_calling_sys_exit_fails_the_job():
     assert elapsed < 45, elapsed             # startup (~10 s here) + a 2 s grace
 
 
+def test_ranks_finishing_at_different_times_exit_normally():
+    res = _run("exit_ok_check.py", timeout=90)
+    _assert_ok(res, "exit_ok")
+    assert "rank 0 saw rank 1's exit notice while still working" in res.stdout
+
+
 def test_stalled_rank_times_out_naming_collective_rank_and_timeout():
     t0 = time.time()
     res = _run("stall_check.py", timeout=90)
