@@ -9,13 +9,18 @@ program (``RTOL``): float64 programs 1e-9 relative, float32 ones ~1e-5.
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import pkgutil
+import runpy
+import sys
 
 import numpy as np
 import pytest
 
 import dyngraph
 import tests.port as port_pkg
+from dyngraph import run_torch
 from tests.port import Shared
 
 torch = pytest.importorskip("torch")
@@ -72,6 +77,58 @@ def test_program_matches_torch(name, tmp_path, monkeypatch):
     rtol = getattr(prog, "RTOL", 1e-9)
     atol = getattr(prog, "ATOL", rtol * 1e-3)
     _compare(expected, got, rtol, atol, name)
+
+
+# -- whole scripts, run unchanged: `python script.py` vs `python -m dyngraph.run_torch script.py` --
+
+SCRIPTS = os.path.join(os.path.dirname(port_pkg.__file__), "scripts")
+_MAKEMORE = ["bigram", "mlp", "rnn", "gru", "bow", "transformer"]
+# (script, arguments, rtol, result keys that hold random numbers in each library)
+SCRIPT_RUNS = [
+    ("s01_train_classifier.py", ["--dropout", "0", "--logdir", "runs/cls"], 2e-5, ()),
+    ("s01_train_classifier.py", ["--epochs", "1"], 2e-5, ("losses", "evals", "restored_eval")),  # dropout on
+    ("s02_char_gpt.py", ["--temperature", "0", "--max-iters", "12"], 2e-5, ()),
+    ("s02_char_gpt.py", ["--max-iters", "2", "--dropout", "0.1"], 2e-5, ("history", "evals")),
+    *[("s03_makemore.py", ["--type", t, "--sampler", "ordered", "--max-steps", "8"], 2e-5, ()) for t in _MAKEMORE],
+    ("s03_makemore.py", ["--type", "mlp", "--max-steps", "4"], 2e-5, ("test_loss",)),  # infinite random loader
+    *[("s04_gcn_sparse.py", ["--dropout", "0", "--product", pr, "--epochs", "15"], 2e-5, ())
+      for pr in ("spmm", "sparse.mm", "matmul")],
+    ("s04_gcn_sparse.py", ["--epochs", "5"], 2e-5, ("history", "test_acc")),  # dropout on
+    ("s05_hogwild.py", ["--mode", "rounds"], 2e-5, ()),
+    ("s05_hogwild.py", ["--mode", "hogwild", "--num-processes", "3"], 2e-5, ()),
+    ("s06_preamble_names.py", [], 2e-5, ()),
+]
+
+
+def _run_script(path: str, args: list, out: str, with_dyngraph: bool) -> dict:
+    argv = [*args, "--out", out]
+    if with_dyngraph:
+        dyngraph.manual_seed(0)
+        run_torch.run_path(path, argv)
+    else:
+        old = sys.argv
+        sys.argv = [path, *argv]
+        try:
+            runpy.run_path(path, run_name="__main__")
+        finally:
+            sys.argv = old
+    with open(out) as f:
+        return json.load(f)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")        # torch's sparse-invariant and TF32 notes
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("script, args, rtol, random_keys", SCRIPT_RUNS,
+                         ids=[f"{s[:3]}-{'-'.join(a).replace('--', '')}" for s, a, _, _ in SCRIPT_RUNS])
+def test_script_runs_unchanged_and_matches_torch(script, args, rtol, random_keys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = os.path.join(SCRIPTS, script)
+    expected = _run_script(path, args, str(tmp_path / "torch.json"), with_dyngraph=False)
+    got = _run_script(path, args, str(tmp_path / "dyngraph.json"), with_dyngraph=True)
+    assert expected.keys() == got.keys()
+    for k in random_keys:   # numbers from each library's own random stream: same structure only
+        assert np.shape(expected.pop(k)) == np.shape(got.pop(k)), k
+    _compare(expected, got, rtol, rtol * 1e-2, script)
 
 
 # -- API gaps the programs found, each checked against torch directly --------------------
