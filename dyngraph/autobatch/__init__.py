@@ -14,10 +14,11 @@ import sys
 import types
 
 from .._core.interpreter import pop, push
+from .cells import cell
 from .interpreter import Autobatcher, Lazy, is_pending
 from .stats import AutobatchStats
 
-__all__ = ["autobatch", "is_pending", "AutobatchStats", "Lazy"]
+__all__ = ["autobatch", "cell", "is_pending", "AutobatchStats", "Lazy"]
 
 
 class autobatch:  # noqa: N801  (a context manager, lower-case like dg.no_grad)

@@ -24,14 +24,15 @@ its ``grad_fn`` selects that row from the batched graph.
 from __future__ import annotations
 
 import time
-import weakref
+from weakref import ref as _weakref
 
 import numpy as np
 
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
-from ..ops.registry import REGISTRY, bind
+from ..ops.registry import EMPTY, REGISTRY, bind
 from ..tensor import Tensor
+from .cells import NotTraceableError, Template, build
 
 __all__ = ["Autobatcher", "Lazy", "PNode", "is_pending"]
 
@@ -152,12 +153,17 @@ class PNode:
     row in it (``None``: ``result`` is this member's own value).
     """
 
+    # rarely set attributes (hooks, retained grads, anomaly info) live in the instance
+    # dict and default to the class attributes, as on autograd Nodes
     __slots__ = ("prim", "params", "args", "sig", "depth", "outs", "result", "row", "seq",
-                 "interp", "grad_enabled", "versions", "pre_hooks", "retained", "special",
-                 "info", "mark", "__weakref__")
+                 "interp", "grad_enabled", "versions", "mark", "__dict__", "__weakref__")
 
     saved = None         # read by the in-place path (ops/inplace.py) like a Node's
     saved_data = None
+    pre_hooks = None
+    retained = None
+    special = False
+    info = None
 
     def name(self) -> str:
         return f"Pending{self.prim.name}"
@@ -221,17 +227,20 @@ class Autobatcher(Interpreter):
         self.epoch = 0
         self.stats = stats
         self.closed = False
+        self.tracing = False         # True inside a cell trace (cells.py): record everything
 
     # ------------------------------------------------------------------
     # recording
     # ------------------------------------------------------------------
     def process(self, prim, args, params):
-        spec = []
+        # the hot path of recording: one pass over the inputs builds the signature
+        spec = [prim, _pkey(params) if params else (), STATE.grad_enabled]
         depth = 0
         lazy = const = rg = False
         stored = None
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor):
+        i = 0
+        for a in args:
+            if type(a) is Tensor or isinstance(a, Tensor):
                 d = a._data
                 if type(d) is Lazy:
                     lazy = True
@@ -255,21 +264,35 @@ class Autobatcher(Interpreter):
             else:
                 spec.append(type(a))
                 spec.append(a)
+            i += 1
         mode = prim.batchable
-        if not (lazy or const) or mode == "eager" or (
-                mode.__class__ is not bool and mode != "eager" and mode is not None and mode(args)):
+        if mode is not True and (mode == "eager" or (mode.__class__ is not bool and mode is not None
+                                                     and mode(args))):
+            if self.tracing:
+                raise NotTraceableError(f"'{prim.name}' has a value-dependent output shape")
             return self.run_now(prim, args, params)
-        grad = STATE.grad_enabled
-        sig = (prim, _pkey(params), grad, *spec)
+        if not (lazy or const or self.tracing):
+            return self.run_now(prim, args, params)
+        sig = tuple(spec)
         info = self.shapes.get(sig)
         if info is None:
             info = self.shapes[sig] = self._infer(prim, args, params)
         if info == "eager":
+            if self.tracing:
+                raise NotTraceableError(f"'{prim.name}' could not be shaped from stand-ins")
             return self.run_now(prim, args, params)
+        specs, multi, floats = info
+        return self._record(prim, params, args if stored is None else stored, sig, depth, specs,
+                            multi, floats if rg and spec[2] and prim.differentiable else None,
+                            args if const else None)
+
+    def _record(self, prim, params, args, sig, depth, specs, multi, rgs, versions_of):
+        """Create the pending node and its output tensors (``rgs``: requires_grad per
+        output, None for none)."""
         node = _new(PNode)
         node.prim = prim
         node.params = params
-        node.args = args if stored is None else stored
+        node.args = args
         node.sig = sig
         node.depth = depth
         node.result = None
@@ -277,26 +300,47 @@ class Autobatcher(Interpreter):
         node.seq = self.seq
         self.seq += 1
         node.interp = self
-        node.grad_enabled = grad
-        node.pre_hooks = None
-        node.retained = None
-        node.special = False
+        node.grad_enabled = STATE.grad_enabled
         node.mark = 0
-        node.info = None
-        if const:
+        if versions_of is not None:
             node.versions = tuple(a._vc[0] if isinstance(a, Tensor) and a._vc is not None else 0
-                                  for a in args)
+                                  for a in versions_of)
         else:
             node.versions = None
         if STATE.anomaly:
             from ..autograd.anomaly import capture_stack  # noqa: PLC0415  (anomaly mode only)
 
             node.info = capture_stack()
-        rg_out = rg and grad and prim.differentiable
-        specs, multi = info
+        st = self.stats
+        if st is not None:
+            st.nodes += 1
+        self.nodes.append(node)
+        if not multi:
+            shape, dtype, size = specs[0][0], specs[0][1], specs[0][2]
+            lz = _new(Lazy)
+            lz.shape = shape
+            lz.dtype = dtype
+            lz.ndim = len(shape)
+            lz.size = size
+            lz.node = node
+            lz.k = 0
+            t = _new(Tensor)
+            t._data = lz
+            f = rgs is not None and rgs[0]
+            t._rg = f
+            t._fn = node if f else None
+            t._nr = 0
+            t._grad = None
+            t._vc = None
+            t._base = None
+            t._hooks = None
+            lz.ref = _weakref(t)
+            node.outs = (lz,)
+            return t
         outs = []
         tensors = []
-        for k, (shape, dtype, size) in enumerate(specs):
+        for k, spec in enumerate(specs):
+            shape, dtype, size = spec[0], spec[1], spec[2]
             lz = _new(Lazy)
             lz.shape = shape
             lz.dtype = dtype
@@ -306,7 +350,7 @@ class Autobatcher(Interpreter):
             lz.k = k
             t = _new(Tensor)
             t._data = lz
-            f = rg_out and dtype.kind == "f"
+            f = rgs is not None and rgs[k]
             t._rg = f
             t._fn = node if f else None
             t._nr = k
@@ -314,15 +358,54 @@ class Autobatcher(Interpreter):
             t._vc = None
             t._base = None
             t._hooks = None
-            lz.ref = weakref.ref(t)
+            lz.ref = _weakref(t)
             outs.append(lz)
             tensors.append(t)
         node.outs = outs
-        self.nodes.append(node)
+        return tuple(tensors)
+
+    def call_cell(self, fn, name, cache, args, kwargs):
+        """A call of a ``dg.autobatch.cell`` function: one pending node replaying its template."""
+        parts = []
+        depth = 0
+        stored = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                d = a._data
+                if type(d) is Lazy:
+                    parts.append((d.shape, d.dtype, a._rg))
+                    nd = d.node.depth
+                    if nd >= depth:
+                        depth = nd + 1
+                    stored[i] = d
+                elif a._rg and a._fn is None:
+                    parts.append(("param", id(a), d.shape))
+                else:
+                    parts.append((d.shape, d.dtype, a._rg))
+            else:
+                parts.append((type(a), a))
+        key = (STATE.grad_enabled, tuple(parts), tuple(sorted(kwargs.items())) if kwargs else ())
+        try:
+            tmpl = cache.get(key)
+        except TypeError:   # unhashable non-tensor arguments: inline
+            return fn(*args, **kwargs)
+        if tmpl is None or (tmpl is not False and not tmpl.alive()):
+            try:
+                tmpl = build(self, fn, name, args, kwargs)
+            except NotTraceableError as exc:
+                cache[key] = False
+                if self.stats is not None:
+                    self.stats.fallback(_Named(f"cell:{name}"), f"runs inline: {exc}", 1)
+                return fn(*args, **kwargs)
+            cache[key] = tmpl
+        elif tmpl is False:
+            return fn(*args, **kwargs)
         st = self.stats
         if st is not None:
-            st.nodes += 1
-        return tuple(tensors) if multi else tensors[0]
+            st.cells += 1
+        out = self._record(tmpl, EMPTY, stored, (tmpl, key), depth, tmpl.specs, True,
+                           tmpl.rgs, None)
+        return out if tmpl.multi else out[0]
 
     def _infer(self, prim, args, params):
         """Output shapes/dtypes of one call: run it on zero-filled stand-ins (once per signature).
@@ -352,7 +435,8 @@ class Autobatcher(Interpreter):
             STATE.interpreter, STATE.grad_enabled = prev_interp, prev_grad
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
-        return tuple((o._data.shape, o._data.dtype, o._data.size) for o in outs), multi
+        return (tuple((o._data.shape, o._data.dtype, o._data.size) for o in outs), multi,
+                tuple(o._data.dtype.kind == "f" for o in outs))
 
     def run_now(self, prim, args, params):
         """Run a call eagerly at once (nothing per-member in it, or a value-dependent shape)."""
@@ -375,6 +459,8 @@ class Autobatcher(Interpreter):
     def concrete(self, t, why: str = "value"):
         """The array of ``t``: evaluate what it depends on and materialise it (the one
         place where values are forced; every hook below calls it)."""
+        if self.tracing:
+            raise NotTraceableError(f"it reads a value ({why})")
         if type(t._data) is Lazy:
             st = self.stats
             if st is not None:
@@ -605,7 +691,8 @@ class Autobatcher(Interpreter):
             if B > 1 and rule is not None:
                 args, batched = self._gather_args(group, B)
                 if not any(batched):
-                    out = bind(prim, args, n0.params)
+                    out = prim.run_member(args, n0.params) if type(prim) is Template \
+                        else bind(prim, args, n0.params)
                     for n in group:
                         n.result = out
                     done = True
@@ -623,10 +710,13 @@ class Autobatcher(Interpreter):
             elif B > 1 and st is not None:
                 st.fallback(prim, prim.batch_reason or "no batching rule", B)
             if not done:
+                run = prim.run_member if type(prim) is Template else None
                 for n in group:
-                    n.result = bind(prim, tuple(self._member_arg(a) for a in n.args), n.params)
+                    a = tuple(self._member_arg(x) for x in n.args)
+                    n.result = run(a, n.params) if run is not None else bind(prim, a, n.params)
             if st is not None:
-                st.group(prim, B if done or B == 1 else 1, 1 if done or B == 1 else B)
+                st.group(prim, B if done or B == 1 else 1, 1 if done or B == 1 else B,
+                         time.perf_counter() - t0)
             for n in group:
                 if n.pre_hooks or n.retained:
                     self._attach_hooks(n)
@@ -719,6 +809,9 @@ class Autobatcher(Interpreter):
                 singles_pos.append(pos)
                 singles.append(r)
         index_select = REGISTRY["index_select"]
+        st = self.stats
+        if st is not None:
+            st.gathers += len(sources) + (1 if singles else 0)
         parts, order = [], []
         for res, rows, poss in sources.values():
             if len(rows) == res._data.shape[0] and rows == _range(len(rows)):
@@ -779,6 +872,15 @@ class Autobatcher(Interpreter):
                     self.materialize(t)
         self.nodes = []
         self.closed = True
+
+
+class _Named:
+    """A name for the stats of things that are not primitives (cells)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
 
 
 def _seq(n):

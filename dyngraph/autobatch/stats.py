@@ -10,13 +10,15 @@ class AutobatchStats:
 
     Attributes:
         nodes: primitive calls recorded as pending nodes.
+        cells: calls of ``dg.autobatch.cell`` functions recorded as one node each.
         groups: primitive calls executed (a batched group counts once, a member run
             one by one counts once per member).
         members: pending nodes executed (the sum of all group sizes).
         evaluations: times the scheduler ran (each forced read, backward or exit).
+        gathers: index operations that assembled group inputs (one per source group).
         forces: why values were forced (``{"item": 3, "backward": 1, ...}``).
         fallbacks: ``{primitive: {reason: members run one by one}}``.
-        per_primitive: ``{primitive: [groups, members]}``.
+        per_primitive: ``{primitive: [calls, members, seconds]}`` (``table()`` prints it).
         schedule_s / compute_s: seconds in the scheduler's own bookkeeping (grouping,
             gathering) vs inside the primitives' batched calls.
 
@@ -27,24 +29,33 @@ class AutobatchStats:
 
     def __init__(self):
         self.nodes = 0
+        self.cells = 0
         self.groups = 0
         self.members = 0
         self.evaluations = 0
+        self.gathers = 0
         self.forces: dict = {}
         self.fallbacks: dict = {}
         self.per_primitive: dict = {}
         self.schedule_s = 0.0
         self.compute_s = 0.0
 
-    def group(self, prim, size: int, count: int = 1) -> None:
+    def group(self, prim, size: int, count: int = 1, seconds: float = 0.0) -> None:
         self.groups += count
         self.members += size * count
         e = self.per_primitive.get(prim.name)
         if e is None:
-            self.per_primitive[prim.name] = [count, size * count]
+            self.per_primitive[prim.name] = [count, size * count, seconds]
         else:
             e[0] += count
             e[1] += size * count
+            e[2] += seconds
+
+    def table(self, top: int = 12) -> str:
+        """The primitives (and cells) that took the most time: calls, members, ms."""
+        rows = sorted(self.per_primitive.items(), key=lambda kv: -kv[1][2])[:top]
+        return "\n".join(f"  {name:28s} {g:6d} calls {m:8d} members {s * 1e3:9.1f} ms"
+                         for name, (g, m, s) in rows)
 
     def fallback(self, prim, reason: str, members: int) -> None:
         d = self.fallbacks.setdefault(prim.name, {})
@@ -55,15 +66,15 @@ class AutobatchStats:
         return self.members / self.groups if self.groups else 0.0
 
     def as_dict(self) -> dict:
-        return {"nodes": self.nodes, "groups": self.groups, "members": self.members,
-                "average_group_size": self.average_group_size, "evaluations": self.evaluations,
+        return {"nodes": self.nodes, "cells": self.cells, "groups": self.groups, "members": self.members,
+                "average_group_size": self.average_group_size, "evaluations": self.evaluations, "gathers": self.gathers,
                 "forces": dict(self.forces), "fallbacks": {k: dict(v) for k, v in self.fallbacks.items()},
                 "schedule_s": self.schedule_s, "compute_s": self.compute_s}
 
     def __str__(self) -> str:
-        lines = [f"autobatch: {self.nodes} nodes recorded, {self.members} executed in "
+        lines = [f"autobatch: {self.nodes} nodes recorded ({self.cells} of them cell calls), {self.members} executed in "
                  f"{self.groups} calls (average group {self.average_group_size:.1f}), "
-                 f"{self.evaluations} evaluations",
+                 f"{self.evaluations} evaluations, {self.gathers} gathers",
                  f"  time: scheduling {self.schedule_s * 1e3:.1f} ms, compute {self.compute_s * 1e3:.1f} ms"]
         if self.forces:
             lines.append("  forced by: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.forces.items())))

@@ -346,18 +346,22 @@ def nll_loss_rule(prim, B, args, batched, params):
     loss = _reshape(loss, (B, n))
     if red == "none":
         return _reshape(loss, (B,) if len(ls) == 1 else (B, n))
-    total = _bind("sum", (loss,), {"dim": (1,), "keepdim": False, "dtype": None})
+    total = _reshape(loss, (B,)) if n == 1 else \
+        _bind("sum", (loss,), {"dim": (1,), "keepdim": False, "dtype": None})
     if red == "sum":
         return total
-    ignore = params.get("ignore_index", -100)
-    valid = _bind("ne", (flat_t, ignore), {})
+    # each member's own divisor (count or weight total of targets not ignored): a
+    # constant, as in eager where the weights get no gradient
+    t = flat_t._data.reshape(B, n)
+    valid = t != params.get("ignore_index", -100)
     if weight is not None:
-        safe = _bind("where", (valid, flat_t, 0), {})
-        w = _bind("index_select", (weight, safe), {"dim": 0})
-        den = _bind("mul", (w, _bind("cast", (valid,), {"dtype": w._data.dtype})), {})
+        w = weight._data[np.where(valid, t, 0)] * valid
+        den = w.sum(axis=1)
     else:
-        den = _bind("cast", (valid,), {"dtype": loss._data.dtype})
-    den = _bind("sum", (_reshape(den, (B, n)),), {"dim": (1,), "keepdim": False, "dtype": None})
+        if valid.all():
+            return total if n == 1 else _bind("div", (total, float(n)), {})
+        den = valid.sum(axis=1)
+    den = Tensor._make(np.asarray(den, dtype=loss._data.dtype), False, None, 0)
     return _bind("div", (total, den), {})
 
 

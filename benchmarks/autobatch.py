@@ -1,0 +1,311 @@
+"""Automatic batching: the Tree-LSTM of the DyNet benchmark, trained per tree and batched.
+
+Run:  .venv/bin/python benchmarks/autobatch.py [--trees 1000] [--size 128] [--group 50]
+                                                [--only eager,autobatch,torch,dynet,hand,single]
+
+One thread, float32.  Model (dynet-benchmark's treelstm): binary Tree-LSTM, word and
+hidden size ``--size``, a separate ``nn.Linear`` per gate (i, o, u from the word at a
+leaf; i, o, f_l, f_r, u from ``cat(h_l, h_r)`` at a phrase), ``nn.Embedding``, a
+softmax loss on every node, Adam.  Data: the first ``--trees`` SST training trees.
+
+Rows (training sentences per second, median of ``--rounds`` passes after a warm-up):
+- ``dyngraph eager``: the recursive per-tree code, one update per tree;
+- ``dyngraph eager, group``: the same code, ``--group`` trees per update (one backward);
+- ``dyngraph autobatch``: the same code inside ``dg.autobatch()``, ``--group`` trees per
+  update;
+- ``dyngraph autobatch, cell``: the node function wrapped in ``dg.autobatch.cell`` (recorded
+  once per shape, replayed as one fused group);
+- ``dyngraph hand-batched``: ``dyngraph/examples/tree_lstm.py``'s level-by-level model
+  (batch ``--hand-batch``);
+- ``pytorch``: the recursive code with ``torch``, one update per tree;
+- ``dynet``/``dynet autobatch`` when ``import dynet`` works (``pip install dynet38``);
+- ``single``: one tree per update, eager vs autobatch (nothing to batch: the overhead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def load(n):
+    import dyngraph as dg
+
+    trees = dg.data.datasets.SST(split="train").trees[:n]
+    vocab = {}
+    for t in trees:
+        for w in t.leaves():
+            vocab.setdefault(w, len(vocab))
+    return trees, vocab
+
+
+def make_model(T, vocab, size):
+    """The per-tree Tree-LSTM written once for ``T`` = dyngraph or torch."""
+    nn, F = T.nn, T.nn.functional
+
+    class TreeLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(len(vocab), size)
+            self.Wi, self.Wo, self.Wu = (nn.Linear(size, size) for _ in range(3))
+            self.Ui, self.Uo, self.Uu = (nn.Linear(2 * size, size) for _ in range(3))
+            self.Uf1, self.Uf2 = (nn.Linear(2 * size, size) for _ in range(2))
+            self.out = nn.Linear(size, 5)
+
+        def leaf(self, x):
+            i = T.sigmoid(self.Wi(x))
+            o = T.sigmoid(self.Wo(x))
+            u = T.tanh(self.Wu(x))
+            c = i * u
+            return o * T.tanh(c), c
+
+        def phrase(self, h1, c1, h2, c2):
+            e = T.cat([h1, h2], dim=1)
+            i = T.sigmoid(self.Ui(e))
+            o = T.sigmoid(self.Uo(e))
+            f1 = T.sigmoid(self.Uf1(e))
+            f2 = T.sigmoid(self.Uf2(e))
+            u = T.tanh(self.Uu(e))
+            c = i * u + f1 * c1 + f2 * c2
+            return o * T.tanh(c), c
+
+        def node(self, t, losses):
+            if t.word is not None:
+                h, c = self.leaf(self.emb(T.tensor([vocab[t.word]])))
+            else:
+                h1, c1 = self.node(t.children[0], losses)
+                h2, c2 = self.node(t.children[1], losses)
+                h, c = self.phrase(h1, c1, h2, c2)
+            losses.append(self.node_loss(h, T.tensor([t.label])))
+            return h, c
+
+        def node_loss(self, h, y):
+            return F.cross_entropy(self.out(h), y)
+
+        def loss(self, tree):
+            losses = []
+            self.node(tree, losses)
+            return T.stack(losses).sum()
+
+    return TreeLSTM()
+
+
+
+
+def run_dg(trees, vocab, size, group, mode, rounds):
+    import dyngraph as dg
+
+    dg.manual_seed(0)
+    model = make_model(dg, vocab, size)
+    if mode == "cell":
+        model.leaf = dg.autobatch.cell(model.leaf)
+        model.phrase = dg.autobatch.cell(model.phrase)
+        model.node_loss = dg.autobatch.cell(model.node_loss)
+    opt = dg.optim.Adam(model.parameters(), lr=1e-3)
+
+    def one_pass():
+        t0 = time.process_time()
+        if mode == "eager":
+            for t in trees:
+                loss = model.loss(t)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        elif mode == "eager-group":
+            for s in range(0, len(trees), group):
+                loss = dg.stack([model.loss(t) for t in trees[s:s + group]]).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        elif mode == "single":
+            for t in trees:
+                with dg.autobatch():
+                    loss = model.loss(t)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        else:
+            for s in range(0, len(trees), group):
+                with dg.autobatch():
+                    loss = dg.stack([model.loss(t) for t in trees[s:s + group]]).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        return len(trees) / (time.process_time() - t0)
+
+    return _rounds(one_pass, rounds)
+
+
+def run_torch(trees, vocab, size, rounds):
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = make_model(torch, vocab, size)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def one_pass():
+        t0 = time.process_time()
+        for t in trees:
+            loss = model.loss(t)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return len(trees) / (time.process_time() - t0)
+
+    return _rounds(one_pass, rounds)
+
+
+def run_hand(trees, size, batch, rounds):
+    import dyngraph as dg
+    from dyngraph.examples import tree_lstm as ex
+
+    sents = [ex.from_tree(t) for t in trees]
+    vocab = ex.build_vocab(sents)
+    ex.attach_ids(sents, vocab)
+    batches = [ex.Batch(sents[s:s + batch]) for s in range(0, len(sents), batch)]
+    dg.manual_seed(0)
+    model = ex.BinaryTreeLSTM(len(vocab), size, size, dropout=0.0)
+    opt = dg.optim.Adam(model.parameters(), lr=1e-3)
+    F = dg.nn.functional
+
+    def one_pass():
+        t0 = time.process_time()
+        for b in batches:
+            loss = F.cross_entropy(model(b), b.labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return len(sents) / (time.process_time() - t0)
+
+    return _rounds(one_pass, rounds)
+
+
+def run_dynet(trees, vocab, size, group, autobatch, rounds):
+    """dynet-benchmark's treelstm, per tree or ``group`` trees per graph."""
+    import dynet_config
+
+    dynet_config.set(autobatch=int(autobatch), mem=2048)
+    import dynet as dy
+
+    pc = dy.ParameterCollection()
+    E = pc.add_lookup_parameters((len(vocab), size))
+    W = [pc.add_parameters((size, size)) for _ in range(3)]
+    U = [pc.add_parameters((size, 2 * size)) for _ in range(5)]
+    bs = [pc.add_parameters(size) for _ in range(8)]
+    Wout, bout = pc.add_parameters((5, size)), pc.add_parameters(5)
+    trainer = dy.AdamTrainer(pc, 1e-3)
+
+    def node(t, losses):
+        if t.word is not None:
+            x = E[vocab[t.word]]
+            i = dy.logistic(dy.affine_transform([bs[0], W[0], x]))
+            o = dy.logistic(dy.affine_transform([bs[1], W[1], x]))
+            u = dy.tanh(dy.affine_transform([bs[2], W[2], x]))
+            c = dy.cmult(i, u)
+        else:
+            h1, c1 = node(t.children[0], losses)
+            h2, c2 = node(t.children[1], losses)
+            e = dy.concatenate([h1, h2])
+            i = dy.logistic(dy.affine_transform([bs[3], U[0], e]))
+            o = dy.logistic(dy.affine_transform([bs[4], U[1], e]))
+            f1 = dy.logistic(dy.affine_transform([bs[5], U[2], e]))
+            f2 = dy.logistic(dy.affine_transform([bs[6], U[3], e]))
+            u = dy.tanh(dy.affine_transform([bs[7], U[4], e]))
+            c = dy.cmult(i, u) + dy.cmult(f1, c1) + dy.cmult(f2, c2)
+        h = dy.cmult(o, dy.tanh(c))
+        losses.append(dy.pickneglogsoftmax(dy.affine_transform([bout, Wout, h]), t.label))
+        return h, c
+
+    step = group if autobatch else 1
+
+    def one_pass():
+        t0 = time.process_time()
+        for s in range(0, len(trees), step):
+            dy.renew_cg()
+            losses = []
+            for t in trees[s:s + step]:
+                node(t, losses)
+            loss = dy.esum(losses)
+            loss.value()
+            loss.backward()
+            trainer.update()
+        return len(trees) / (time.process_time() - t0)
+
+    result = _rounds(one_pass, rounds)
+    del pc  # kept referenced until here: DyNet frees parameters under the trainer otherwise
+    return result
+
+
+def _rounds(fn, rounds):
+    fn()  # warm-up (caches, allocator)
+    return statistics.median(fn() for _ in range(rounds))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", type=int, default=1000)
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--group", type=int, default=50)
+    ap.add_argument("--hand-batch", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single")
+    args = ap.parse_args()
+    import dyngraph as dg
+
+    dg.set_num_threads(1)
+    trees, vocab = load(args.trees)
+    want = set(args.only.split(","))
+    rows = []
+    if "eager" in want:
+        rows.append(("dyngraph eager, per tree", run_dg(trees, vocab, args.size, args.group, "eager", args.rounds)))
+    if "eager-group" in want:
+        rows.append((f"dyngraph eager, {args.group} trees per update",
+                     run_dg(trees, vocab, args.size, args.group, "eager-group", args.rounds)))
+    if "autobatch" in want:
+        rows.append((f"dyngraph autobatch, {args.group} trees per update",
+                     run_dg(trees, vocab, args.size, args.group, "autobatch", args.rounds)))
+    if "cell" in want:
+        rows.append((f"dyngraph autobatch + cell, {args.group} trees per update",
+                     run_dg(trees, vocab, args.size, args.group, "cell", args.rounds)))
+    if "hand" in want:
+        rows.append((f"dyngraph hand-batched example, batch {args.hand_batch}",
+                     run_hand(trees, args.size, args.hand_batch, args.rounds)))
+    if "torch" in want:
+        rows.append(("pytorch, per tree", run_torch(trees, vocab, args.size, args.rounds)))
+    if "dynet" in want:
+        try:
+            import dynet_config  # noqa: F401
+            have = True
+        except ImportError:
+            have = False
+            print("dynet: not installed (pip install dynet38); rows skipped")
+        if have:
+            rows.append(("dynet, per tree", run_dynet(trees, vocab, args.size, args.group, False, args.rounds)))
+    if "single" in want:
+        few = trees[: max(1, len(trees) // 5)]
+        e = run_dg(few, vocab, args.size, 1, "eager", args.rounds)
+        a = run_dg(few, vocab, args.size, 1, "single", args.rounds)
+        rows.append(("one tree per update, eager", e))
+        rows.append(("one tree per update, autobatch", a))
+    base = dict(rows).get("pytorch, per tree")
+    print(f"Tree-LSTM, SST train first {len(trees)} trees, size {args.size}, float32, one thread")
+    print(f"{'code':52s} {'sent/s':>9s} {'vs pytorch':>11s}")
+    for name, v in rows:
+        ratio = f"{v / base:10.2f}x" if base else ""
+        print(f"{name:52s} {v:9.1f} {ratio}")
+
+
+if __name__ == "__main__":
+    main()
