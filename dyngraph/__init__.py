@@ -43,7 +43,7 @@ from .ops.reduction import sum  # noqa: F401,A004
 _LAZY_MODULES = {
     "nn", "optim", "data", "utils", "jit", "onnx", "viz", "tensorboard", "profiler",
     "distributed", "linalg", "serialization", "examples", "func", "accelerator", "multiprocessing",
-    "version", "run_torch", "sparse", "autobatch",
+    "version", "run_torch", "sparse", "fx", "autobatch",
 }
 _LAZY_ATTRS = {
     "save": ("serialization", "save"),

@@ -252,3 +252,26 @@ def test_bfloat16_dtype_and_promotion_match_torch():
     assert (d * 2.5).dtype == dyngraph.bfloat16 and dyngraph.tensor(1.0).bfloat16().dtype == dyngraph.bfloat16
     assert dyngraph.finfo(dyngraph.bfloat16).eps == torch.finfo(torch.bfloat16).eps
     assert dyngraph.zeros(2).copy_(d[:2]).tolist() == torch.zeros(2).copy_(t[:2]).tolist()
+
+
+def test_fx_imports_and_refuses_with_the_alternative(tmp_path):
+    prog = _program(tmp_path, """
+        import torch
+        import torch.fx
+        from torch.fx import symbolic_trace, Interpreter
+
+        @torch.fx.wrap
+        def helper(x):
+            return x
+
+        class Probe(Interpreter):          # defined at import time, as libraries do
+            pass
+
+        symbolic_trace(torch.nn.Linear(2, 2))
+    """)
+    with pytest.raises(dyngraph.fx.FxUnsupportedError, match=r"torch\.fx\.symbolic_trace: .*dg\.compile"):
+        run_torch.run_path(prog)
+    with pytest.raises(dyngraph.fx.FxUnsupportedError, match=r"Interpreter \(subclass Probe\)"):
+        class Probe(dyngraph.fx.Interpreter):
+            pass
+        Probe(dyngraph.nn.Linear(2, 2))
