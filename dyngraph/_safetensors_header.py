@@ -27,6 +27,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from . import dtypes as _dt
+
 __all__ = ["CheckpointError", "RawFile", "read", "MAX_HEADER", "DTYPES", "np_dtype_for"]
 
 # A header is ~100 bytes per tensor: 100 MB is a million tensors.  The bound is what makes
@@ -74,10 +76,8 @@ def fail(name: str, what: str):
 def np_dtype_for(code: str) -> np.dtype | None:
     """The NumPy dtype for a safetensors dtype code, or None when dyngraph cannot hold it."""
     dt = DTYPES.get(code)
-    if dt is None and code == "BF16":
-        from . import dtypes as _dt  # noqa: PLC0415 - same floor; bfloat16 exists only with ml_dtypes
-
-        bf = getattr(_dt, "_BY_NAME", {}).get("bfloat16")
+    if dt is None and code == "BF16":   # only when this dyngraph has a bfloat16 dtype
+        bf = _dt._BY_NAME.get("bfloat16")
         if bf is not None:
             return bf.np
     return dt

@@ -56,6 +56,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from . import _safetensors_header as _st
+from . import backend as _backend
+from . import dtypes as _dt
 from ._safetensors_header import CheckpointError
 from ._safetensors_header import fail as _fail
 from .tensor import Tensor
@@ -271,9 +273,7 @@ class _Packer:
             return {"U": [self.pack(v, path + [str(i)], depth + 1) for i, v in enumerate(obj)]}
         if isinstance(obj, list):
             return {"L": [self.pack(v, path + [str(i)], depth + 1) for i, v in enumerate(obj)]}
-        from .dtypes import dtype as _dg_dtype  # noqa: PLC0415
-
-        if isinstance(obj, _dg_dtype):
+        if isinstance(obj, _dt.dtype):
             return {"dt": str(obj)}
         if isinstance(obj, self.module_cls()):
             return self.module(obj, path, depth)
@@ -667,7 +667,8 @@ class _Unpacker:
 
     def classes(self):
         if self._classes is None:
-            from .nn.module import Module  # noqa: PLC0415 - same floor (see _defaults)
+            # same floor, lazily: only files holding modules or parameters need nn
+            from .nn.module import Module  # noqa: PLC0415
             from .nn.parameter import Parameter  # noqa: PLC0415
 
             self._classes = (Module, Parameter)
@@ -729,12 +730,11 @@ class _Unpacker:
         if tag == "D":
             return self.dict(value, depth)
         if tag == "dt":
-            from .dtypes import _BY_NAME  # noqa: PLC0415
-
             # the fixed table of dtype names; never an attribute lookup
-            if not isinstance(value, str) or not value.startswith("dyngraph.") or value[9:] not in _BY_NAME:
+            table = _dt._BY_NAME
+            if not isinstance(value, str) or not value.startswith("dyngraph.") or value[9:] not in table:
                 self.bad(f"dtype entry {str(value)[:40]!r} is not a dyngraph dtype name")
-            return _BY_NAME[value[9:]]
+            return table[value[9:]]
         if tag == "G":
             return self.global_(value, "reference")
         if tag == "R":
@@ -887,9 +887,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bo
             _fail(raw.name, f"tensor(s) {sorted(unused)[:3]} are in the file but not in the dyngraph "
                             "structure: corrupted or edited file")
     if map_location is not None:
-        from .backend import device as _device  # noqa: PLC0415
-
-        _device(map_location)   # validates the name; data lives on the CPU until moved by the user
+        _backend.device(map_location)   # validates the name; data lives on the CPU until moved by the user
     return obj
 
 
