@@ -102,6 +102,11 @@ class Lazy:
             raise AttributeError(name)
         return getattr(self.value(), name)
 
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.may_share_memory or func is np.shares_memory:
+            return False   # a pending value is never a view of anything (views are copies here)
+        return func(*_unlazy(args), **{k: _unlazy(v) for k, v in kwargs.items()})
+
     def __repr__(self) -> str:
         return f"<pending {self.node.prim.name} output shape={list(self.shape)} dtype={self.dtype}>"
 
@@ -127,6 +132,14 @@ class Lazy:
         return int(self.value())
 
     __hash__ = object.__hash__
+
+
+def _unlazy(a):
+    if type(a) is Lazy:
+        return a.value()
+    if type(a) in (tuple, list):
+        return type(a)(_unlazy(x) for x in a)
+    return a
 
 
 def _forward(name):
