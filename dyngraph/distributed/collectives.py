@@ -121,8 +121,8 @@ def _timeout_seconds(timeout) -> float:
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"init_process_group: timeout must be a positive datetime.timedelta or number of "
-                         f"seconds, got {timeout!r}")
+        raise ValueError(f"timeout must be a positive datetime.timedelta or number of seconds, "
+                         f"got {timeout!r}")
     return float(timeout)
 
 
@@ -206,7 +206,11 @@ def init_process_group(backend: str = "mpi", init_method=None, timeout=None, wor
 
 def destroy_process_group() -> None:
     """Leave the group.  Other ranks still waiting for this one in a collective then fail
-    (as when a rank exits) instead of waiting for their timeout."""
+    (as when a rank exits) instead of waiting for their timeout.
+
+    >>> dist.barrier()                # everyone is done with collectives
+    >>> dist.destroy_process_group()
+    """
     if _GROUP.comm is not None and _GROUP.size > 1 and _GROUP.broken is None:
         _announce_exit()
     _GROUP.comm = None
