@@ -33,6 +33,7 @@ at a slightly larger size; one item = the whole step):
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -60,6 +61,10 @@ def _phases(forward, opt):
 
 _SST = {}
 FULL_VOCAB = False   # --vocab full
+GC_MODE = "on"       # --gc
+# --clock: CPU time of this (single-threaded) process by default: on the shared machine the
+# wall clock also counts the time other jobs hold the core, which is noise for a comparison
+CLOCK = time.process_time
 
 
 def _sst(n, min_len=4, max_len=30):
@@ -386,7 +391,7 @@ PHASES = ("fwd", "bwd", "opt")
 def _run_round(phases, n):
     forward, backward, step = phases
     tot = [0.0, 0.0, 0.0]
-    clock = time.perf_counter
+    clock = CLOCK
     for i in range(n):
         t0 = clock()
         loss = forward(i)
@@ -411,9 +416,18 @@ def compare(name, rounds, n_items, inner):
     for ph in libs.values():          # warm-up: lazy imports, optimizer state
         _run_round(ph, min(n, 3))
     samples = {k: [] for k in libs}
-    for _ in range(rounds):
-        for k, ph in libs.items():
-            samples[k].append(_run_round(ph, n))
+    gc.collect()
+    if GC_MODE == "freeze":
+        gc.freeze()
+    elif GC_MODE == "off":
+        gc.disable()
+    try:
+        for _ in range(rounds):
+            for k, ph in libs.items():
+                samples[k].append(_run_round(ph, n))
+    finally:
+        gc.enable()
+        gc.unfreeze()
     d, t = samples["dyngraph"], samples["torch"]
     cols = []
     for j, phase in enumerate(PHASES):
@@ -451,7 +465,16 @@ def main() -> None:
     ap.add_argument("--profile", default="", help="cProfile dyngraph on this workload instead")
     ap.add_argument("--vocab", choices=("items", "full"), default="items",
                     help="embedding table: the words of the sampled sentences, or all of SST train")
+    ap.add_argument("--gc", choices=("on", "freeze", "off"), default="on",
+                    help="Python's cyclic GC during the rounds: on (as users run), freeze (gc.freeze() "
+                         "after setup: the collector no longer rescans the imported modules and data), off")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="time.process_time (default: robust to other jobs on the machine) or "
+                         "time.perf_counter")
     args = ap.parse_args()
+    global GC_MODE, CLOCK
+    GC_MODE = args.gc
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     global FULL_VOCAB
     FULL_VOCAB = args.vocab == "full"
     import torch  # noqa: PLC0415

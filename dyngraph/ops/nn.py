@@ -67,6 +67,10 @@ def log_softmax_p(x, dim=-1):
     """Primitive: stable ``log_softmax`` along ``dim`` (arrays)."""
     if x.size == 0:
         return x.copy()
+    if x.size <= _SMALL:  # ufunc reductions directly: no ndarray.max/sum method wrappers
+        shifted = x - np.maximum.reduce(x, axis=dim, keepdims=True)
+        shifted -= np.log(np.add.reduce(np.exp(shifted), axis=dim, keepdims=True))
+        return shifted
     shifted = _shifted(x, dim)
     shifted -= np.log(_sum_keep(np.exp(shifted), dim))
     return shifted
@@ -409,7 +413,7 @@ def nll_loss_p(logp, target, weight=None, reduction="mean", ignore_index=-100):
     if weight is None and reduction == "mean" and n and (target != ignore_index).all():
         # the common case (no class weights, nothing ignored): the mean of the picked
         # log-probabilities, the same sum and divisor as below without the weight arrays
-        total = logp[np.arange(n), target].sum()
+        total = logp[0, target[0]] if n == 1 else logp[np.arange(n), target].sum()
         return np.asarray(-total / logp.dtype.type(n), dtype=logp.dtype)
     w, safe = _nll_terms(target, weight, ignore_index, logp.dtype)
     return _reduce_losses(-w * _pick(logp, safe), w, reduction, logp.dtype)
@@ -489,7 +493,8 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
             f"shape {list(ld.shape)} (N, C, d1, ...), got target of shape {list(td.shape)}")
     c = ld.shape[1]
     if td.size:
-        lo, hi = int(td.min()), int(td.max())
+        # one target (a per-item loss): no reductions for the range check
+        lo, hi = (int(td.item()),) * 2 if td.size == 1 else (int(td.min()), int(td.max()))
         if lo < 0 or hi >= c:
             valid = td[td != ignore_index]
             lo, hi = (int(valid.min()), int(valid.max())) if valid.size else (0, 0)
