@@ -188,8 +188,9 @@ def _defaults() -> dict[str, Any]:
             table[_qualname(cls)] = cls
         todo.extend(cls.__subclasses__())
     for key, obj in vars(F).items():
-        if (not key.startswith("_") and callable(obj) and not isinstance(obj, type)
-                and str(getattr(obj, "__module__", "")).startswith("dyngraph.")):
+        # the tensor functions of nn.functional (relu, conv2d, ...), not helpers it imports
+        if (not key.startswith("_") and isinstance(obj, (types.FunctionType, types.BuiltinFunctionType))
+                and str(getattr(obj, "__module__", "")).startswith(("dyngraph.nn.", "dyngraph.ops."))):
             table[_qualname(obj)] = obj
     return table
 
