@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from . import dtypes as _dt
+from . import random as _random
 from .backend import device as _device
 from .backend import move_to
 from .random import rng_of
@@ -300,14 +301,14 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
 def rand(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform samples on [0, 1): ``dg.rand(2, 3)`` or ``dg.rand(size=(2, 3))``."""
     np_dt = _dtype_or_default(dtype)
-    arr = rng_of(generator).random(_sizes(args, size, "rand"), dtype=np.float64).astype(np_dt)
+    arr = _random.uniform(_sizes(args, size, "rand"), np_dt, generator=generator)
     return _finish(arr, device, requires_grad)
 
 
 def randn(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples: ``dg.randn(2, 3)`` or ``dg.randn(size=(2, 3))``."""
     np_dt = _dtype_or_default(dtype)
-    arr = rng_of(generator).standard_normal(_sizes(args, size, "randn")).astype(np_dt)
+    arr = _random.standard_normal(_sizes(args, size, "randn"), np_dt, generator)
     return _finish(arr, device, requires_grad)
 
 
@@ -341,18 +342,21 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         np_dt = src._data.dtype if src is not None else _dt.default_float_np()
     else:
         np_dt = _dt.to_numpy_dtype(dtype)
-    arr = (m + s * rng_of(generator).standard_normal(shape)).astype(np_dt)
+    if np.ndim(m) == 0 and np.ndim(s) == 0:  # scaled in place, in the result's dtype
+        arr = _random.normal(shape, np_dt, float(m), float(s), generator)
+    else:
+        arr = (m + s * _random.standard_normal(shape, np_dt, generator)).astype(np_dt)
     return _finish(arr, device, requires_grad)
 
 
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
     shape, np_dt, dev = _like(input, dtype, device)
-    return _finish(rng_of(generator).random(shape).astype(np_dt), dev, requires_grad)
+    return _finish(_random.uniform(shape, np_dt, generator=generator), dev, requires_grad)
 
 
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
     shape, np_dt, dev = _like(input, dtype, device)
-    return _finish(rng_of(generator).standard_normal(shape).astype(np_dt), dev, requires_grad)
+    return _finish(_random.standard_normal(shape, np_dt, generator), dev, requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, *, generator=None, dtype=None, device=None) -> Tensor:  # noqa: A002
@@ -487,7 +491,8 @@ def _check_float(self: Tensor, op: str) -> None:
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
     """Refill with samples of N(mean, std²) in place: ``m.weight.data.normal_(0, 0.02)``."""
     _check_float(self, "normal_")
-    return _refill(self, mean + std * rng_of(generator).standard_normal(self._data.shape), "normal_")
+    values = _random.normal(self._data.shape, self._data.dtype, mean, std, generator)
+    return _refill(self, values, "normal_")
 
 
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **kwargs) -> Tensor:
@@ -496,7 +501,7 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **
     if kwargs:
         raise TypeError(f"uniform_() got unexpected keyword arguments {sorted(kwargs)}")
     _check_float(self, "uniform_")
-    return _refill(self, rng_of(generator).uniform(a, b, self._data.shape), "uniform_")
+    return _refill(self, _random.uniform(self._data.shape, self._data.dtype, a, b, generator), "uniform_")
 
 
 def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:

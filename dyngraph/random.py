@@ -2,6 +2,13 @@
 
 dyngraph uses NumPy's PCG64 bit generator.  Streams are reproducible for a
 given seed but are not PyTorch's numbers (PyTorch uses Philox/MT19937).
+
+Float32 (and float16) samples are drawn in float32 directly (NumPy's
+``Generator.standard_normal`` / ``random`` with ``dtype=float32``), not drawn in
+float64 and rounded: a float32 ``randn`` then needs the result's memory, not ~3x
+it.  The float32 streams therefore differ from the float64 ones for the same seed
+(``dg.manual_seed(0); dg.randn(3)`` and ``dg.randn(3, dtype=dg.float64)`` are not
+the same numbers rounded); each is reproducible for a given seed.
 """
 
 from __future__ import annotations
@@ -9,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
-           "get_rng_state", "set_rng_state"]
+           "get_rng_state", "set_rng_state", "standard_normal", "uniform", "normal"]
 
 
 class Generator:
@@ -78,3 +85,66 @@ def set_rng_state(state) -> None:
 
 def rng_of(generator) -> np.random.Generator:
     return (generator or default_generator).rng
+
+
+# -- sampling without a float64 intermediate ------------------------------------------
+
+def _native(dtype: np.dtype):
+    """The dtype NumPy can sample directly that represents ``dtype`` (None: not a float)."""
+    if dtype.kind != "f":
+        return None
+    return np.dtype(np.float64) if dtype.itemsize > 4 else np.dtype(np.float32)
+
+
+def _draw(method: str, shape, dtype, generator, out, scale=1.0, shift=0.0):
+    """``scale * sample + shift``, drawn and transformed in float32 (float64 for float64
+    and for non-float dtypes), then cast once to ``dtype``; written into ``out`` if given."""
+    dt = np.dtype(dtype) if out is None else out.dtype
+    native = _native(dt)
+    rng = rng_of(generator)
+    direct = out is not None and native == dt and out.flags.c_contiguous and out.flags.writeable
+    if direct:  # no temporary at all
+        a = out
+        getattr(rng, method)(dtype=native, out=a)
+    else:
+        a = getattr(rng, method)(shape if out is None else out.shape, dtype=native or np.float64)
+    if scale != 1.0:
+        a *= scale  # in place: no second buffer
+    if shift != 0.0:
+        a += shift
+    if direct:
+        return out
+    if out is not None:
+        out[...] = a
+        return out
+    return a if a.dtype == dt else a.astype(dt)
+
+
+def standard_normal(shape, dtype=np.float32, generator=None, out=None) -> np.ndarray:
+    """Samples of N(0, 1) as an array of ``dtype`` (float32 drawn as float32).
+
+    With ``out`` (a float32/float64 C-contiguous array), the samples are written into it
+    with no temporary at all.
+
+    >>> dg.random.standard_normal((2, 3), np.float32).dtype
+    dtype('float32')
+    """
+    return _draw("standard_normal", shape, dtype, generator, out)
+
+
+def uniform(shape, dtype=np.float32, low=0.0, high=1.0, generator=None, out=None) -> np.ndarray:
+    """Samples of U[low, high) as an array of ``dtype`` (float32 drawn as float32).
+
+    >>> float(dg.random.uniform((1000,), np.float32, -2.0, 2.0).min()) >= -2.0
+    True
+    """
+    return _draw("random", shape, dtype, generator, out, high - low, low)
+
+
+def normal(shape, dtype=np.float32, mean=0.0, std=1.0, generator=None, out=None) -> np.ndarray:
+    """Samples of N(mean, std^2) as an array of ``dtype`` (float32 drawn as float32).
+
+    >>> dg.random.normal((4,), np.float64, 5.0, 0.0)
+    array([5., 5., 5., 5.])
+    """
+    return _draw("standard_normal", shape, dtype, generator, out, std, mean)

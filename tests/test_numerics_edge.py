@@ -251,3 +251,64 @@ def test_conv_row_tiles_match_torch_float64(case, monkeypatch):
     np.testing.assert_allclose(yd.detach().numpy(), yr.detach().numpy(), rtol=1e-12, atol=1e-12)
     for a, r in ((xd, xr), (wd, wr), (bd, br)):
         np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# random sampling: float32 drawn as float32 (no float64 intermediate)
+# ---------------------------------------------------------------------------
+
+_N = 1 << 22  # 16 MiB of float32
+_LIKE = dg.empty(_N)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("randn", lambda: dg.randn(_N)),
+    ("rand", lambda: dg.rand(_N)),
+    ("normal", lambda: dg.normal(1.0, 2.0, size=(_N,))),
+    ("randn_like", lambda: dg.randn_like(_LIKE)),
+    ("rand_like", lambda: dg.rand_like(_LIKE)),
+])
+def test_random_creation_peak_memory_is_the_result(name, fn):
+    out, peak = _peak_mib(fn)
+    assert out.dtype == dg.float32
+    assert peak < 16 * 1.2, f"{name}: peak {peak:.0f} MiB for a 16 MiB result"
+
+
+@pytest.mark.parametrize("name,fill", [
+    ("normal_", lambda w: w.normal_(0.0, 0.02)),
+    ("uniform_", lambda w: w.uniform_(-0.1, 0.1)),
+    ("init.kaiming_uniform_", lambda w: dg.nn.init.kaiming_uniform_(w, a=5 ** 0.5)),
+    ("init.kaiming_normal_", lambda w: dg.nn.init.kaiming_normal_(w)),
+    ("init.xavier_uniform_", lambda w: dg.nn.init.xavier_uniform_(w)),
+    ("init.normal_", lambda w: dg.nn.init.normal_(w, 0.0, 0.02)),
+])
+def test_in_place_fills_need_at_most_one_result_sized_buffer(name, fill):
+    w = dg.empty(1024, _N // 1024)
+    before = w.numpy().copy()
+    _, peak = _peak_mib(lambda: fill(w))
+    assert peak < 16 * 1.2, f"{name}: peak {peak:.0f} MiB for a 16 MiB tensor"
+    assert not np.array_equal(w.numpy(), before)
+
+
+def test_float32_sampling_is_seeded_and_documented_stream():
+    dg.manual_seed(123)
+    a = dg.randn(5)
+    u = dg.rand(5)
+    dg.manual_seed(123)
+    b = dg.randn(5)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # the stream is NumPy's PCG64 drawn in float32 (docs/debugging.md, "Numerics")
+    rng = np.random.Generator(np.random.PCG64(123))
+    np.testing.assert_array_equal(a.numpy(), rng.standard_normal(5, dtype=np.float32))
+    np.testing.assert_array_equal(u.numpy(), rng.random(5, dtype=np.float32))
+
+
+def test_uniform_bounds_and_moments_float32():
+    dg.manual_seed(0)
+    x = dg.empty(200_000).uniform_(-3.0, 5.0).numpy()
+    assert x.dtype == np.float32 and x.min() >= -3.0 and x.max() < 5.0
+    assert abs(x.mean() - 1.0) < 0.03 and abs(x.var() - 64 / 12) < 0.05
+    y = dg.normal(2.0, 0.5, size=(200_000,)).numpy()
+    assert abs(y.mean() - 2.0) < 0.01 and abs(y.std() - 0.5) < 0.01
+    h = dg.randn(200_000, dtype=dg.float16).numpy()
+    assert h.dtype == np.float16 and abs(h.astype(np.float32).std() - 1.0) < 0.01

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from .. import random as _random
 from ..random import rng_of
 from ..tensor import Tensor
 
@@ -34,12 +35,29 @@ def _write(tensor: Tensor, values) -> Tensor:
         data[...] = values
     else:
         tensor._data = np.array(np.broadcast_to(values, data.shape), dtype=data.dtype)
+    return _bump(tensor)
+
+
+def _bump(tensor: Tensor) -> Tensor:
+    """Advance the version counter: the buffer was rewritten in place."""
     vc = tensor._vc
     if vc is None:
         tensor._vc = [1]
     else:
         vc[0] += 1
     return tensor
+
+
+def _sample(tensor: Tensor, draw, p0: float, p1: float, generator) -> Tensor:
+    """Fill ``tensor`` with ``draw`` samples: straight into its buffer when NumPy can
+    (float32/float64, contiguous: no temporary), else through one array of its dtype.
+    The samples are drawn in float32 for float32 tensors (no float64 intermediate)."""
+    data = tensor._data
+    if data.flags.writeable and data.flags.c_contiguous and isinstance(data, np.ndarray) \
+            and data.dtype in (np.float32, np.float64):
+        draw(None, None, p0, p1, generator, out=data)
+        return _bump(tensor)
+    return _write(tensor, draw(data.shape, data.dtype, p0, p1, generator))
 
 
 def _check(tensor, op: str) -> None:
@@ -98,13 +116,13 @@ def _calculate_correct_fan(tensor, mode: str) -> int:
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with values from U(a, b)."""
     _check(tensor, "uniform_")
-    return _write(tensor, rng_of(generator).uniform(a, b, size=tensor._data.shape))
+    return _sample(tensor, _random.uniform, a, b, generator)
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     """Fill with values from N(mean, std^2)."""
     _check(tensor, "normal_")
-    return _write(tensor, rng_of(generator).normal(mean, std, size=tensor._data.shape))
+    return _sample(tensor, _random.normal, mean, std, generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
