@@ -565,10 +565,10 @@ def _write_atomic(target: str, payload, st, path: str) -> None:
         raise _os_error(e, path) from e
     try:
         if st is not None:
-            os.fchmod(fd, stat.S_IMODE(st.st_mode))
             if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                 with contextlib.suppress(OSError):   # only root (or the group owner) can keep them
                     os.fchown(fd, st.st_uid, st.st_gid)
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))   # after chown, which may clear set-id bits
         with os.fdopen(fd, "wb", closefd=False) as fh:
             _write_payload(fh, payload)
             fh.flush()
