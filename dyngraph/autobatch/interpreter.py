@@ -40,8 +40,8 @@ _new = object.__new__
 
 
 def is_pending(t) -> bool:
-    """True when ``t`` is a tensor recorded by ``dg.autobatch`` whose value is not read yet."""
-    return isinstance(t, Tensor) and type(t._data) is Lazy
+    """True when ``t`` is a tensor recorded by ``dg.autobatch`` whose value is not computed yet."""
+    return isinstance(t, Tensor) and type(t._data) is Lazy and t._data.node.result is None
 
 
 class _Flags:
@@ -192,13 +192,31 @@ class PNode:
     def _add_pre_hook(self, output_nr, fn):
         """``t.register_hook(fn)`` on a pending tensor: runs on this member's row of the
         batched gradient."""
-        from ..autograd.graph import _RemovableHandle  # noqa: PLC0415  (engine-side helper)
-
         if self.pre_hooks is None:
             self.pre_hooks = {}
         hooks = self.pre_hooks.setdefault(output_nr, [])
         hooks.append(fn)
-        return _RemovableHandle(hooks, fn)
+        return _HookHandle(hooks, fn)
+
+
+class _HookHandle:
+    """``handle.remove()`` for a hook registered on a pending tensor."""
+
+    __slots__ = ("hooks", "fn")
+
+    def __init__(self, hooks, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self) -> None:
+        if self.fn in self.hooks:
+            self.hooks.remove(self.fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
 
 
 def _pkey(params):
