@@ -194,3 +194,14 @@ def test_killed_save_leaves_previous_checkpoint_and_next_save_cleans_up(tmp_path
     assert target.read_bytes() == before and _temps(tmp_path) == temps
     dg.save({"epoch": 3}, target)
     assert _temps(tmp_path) == [] and dg.load(target) == {"epoch": 3}
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can give files away")
+def test_existing_owner_kept_when_root(tmp_path):
+    p = tmp_path / "owned.safetensors"
+    p.write_bytes(b"old")
+    os.chown(p, 65534, 65534)
+    os.chmod(p, 0o640)
+    dg.save({"a": 1}, p)
+    st = os.stat(p)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o640)
