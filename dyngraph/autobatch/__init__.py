@@ -16,9 +16,13 @@ import types
 from .._core.interpreter import pop, push
 from .cells import cell
 from .interpreter import Autobatcher, Lazy, is_pending
+from .mapping import map_instances
 from .stats import AutobatchStats
 
-__all__ = ["autobatch", "cell", "is_pending", "AutobatchStats", "Lazy"]
+__all__ = ["autobatch", "cell", "map", "is_pending", "AutobatchStats", "Lazy"]
+
+#: ``dg.autobatch.map(fn, instances)``: see :func:`dyngraph.autobatch.mapping.map_instances`
+map = map_instances  # noqa: A001  (dg.autobatch.map, named like the builtin on purpose)
 
 
 class autobatch:  # noqa: N801  (a context manager, lower-case like dg.no_grad)

@@ -259,6 +259,7 @@ class Autobatcher(Interpreter):
         self.stats = stats
         self.closed = False
         self.tracing = False         # True inside a cell trace (cells.py): record everything
+        self.coop = None             # the scheduler of a running dg.autobatch.map (mapping.py)
 
     # ------------------------------------------------------------------
     # recording
@@ -504,7 +505,7 @@ class Autobatcher(Interpreter):
         if t is not None and t._data is lz:
             return self.concrete(t, "array")
         if lz.node.result is None:
-            self.evaluate([lz.node])
+            self.need([lz.node])
         return np.array(self._row_value(lz)._data)
 
     def materialize(self, t) -> None:
@@ -512,7 +513,7 @@ class Autobatcher(Interpreter):
         lz = t._data
         node = lz.node
         if node.result is None:
-            self.evaluate([node])
+            self.need([node])
         interp, grad = STATE.interpreter, STATE.grad_enabled
         STATE.interpreter = self.prev
         STATE.grad_enabled = node.grad_enabled
@@ -576,7 +577,7 @@ class Autobatcher(Interpreter):
         their batched group output and take their row."""
         if not any(type(t._data) is Lazy for t in inputs):
             return inputs, None
-        self.evaluate([t._data.node for t in inputs if type(t._data) is Lazy])
+        self.need([t._data.node for t in inputs if type(t._data) is Lazy])
         new, rows = [], []
         for t in inputs:
             lz = t._data
@@ -608,11 +609,26 @@ class Autobatcher(Interpreter):
     # ------------------------------------------------------------------
     # scheduling
     # ------------------------------------------------------------------
+    def need(self, nodes) -> None:
+        """Make ``nodes`` computed: evaluate now, or -- inside a ``map`` task -- wait for
+        the next batched evaluation that serves every blocked task."""
+        coop = self.coop
+        if coop is not None and coop.current() is not None:
+            coop.block(nodes)
+            if any(n.result is None for n in nodes):   # not reached by that evaluation
+                self.evaluate(nodes)
+        else:
+            self.evaluate(nodes)
+
     def flush(self) -> None:
         """Evaluate every pending node."""
         todo = [n for n in self.nodes if n.result is None]
         if todo:
-            self._execute(todo)
+            coop = self.coop
+            if coop is not None and coop.current() is not None:
+                self.need(todo)
+            else:
+                self._execute(todo)
 
     def evaluate(self, roots) -> None:
         """Evaluate the pending subgraph that ``roots`` (PNodes) depend on, nothing else."""
