@@ -97,6 +97,13 @@ SCRIPT_RUNS = [
     ("s05_hogwild.py", ["--mode", "rounds"], 2e-5, ()),
     ("s05_hogwild.py", ["--mode", "hogwild", "--num-processes", "3"], 2e-5, ()),
     ("s06_preamble_names.py", [], 2e-5, ()),
+    *[("s07_word_language_model.py", ["--model", m, "--dropout", "0", *extra], 2e-5, ())
+      for m, extra in (("LSTM", []), ("GRU", ["--tied"]), ("RNN_TANH", []))],
+    ("s07_word_language_model.py", ["--epochs", "1"], 2e-5, ("losses", "vals", "reloaded")),  # dropout on
+    ("s08_dcgan.py", ["--noise", "numpy"], 2e-5, ()),
+    ("s08_dcgan.py", [], 2e-5, ("history", "sample_mean", "running_var")),  # torch.randn noise
+    ("s09_bilstm_tagger.py", [], 1e-8, ()),
+    ("s10_time_sequence_lbfgs.py", [], 1e-9, ()),
 ]
 
 
