@@ -62,6 +62,7 @@ def _phases(forward, opt):
 _SST = {}
 FULL_VOCAB = False   # --vocab full
 GC_MODE = "on"       # --gc
+SST_ROOT = None      # --sst-root (None: ../shared/data/sst next to the project)
 # --clock: CPU time of this (single-threaded) process by default: on the shared machine the
 # wall clock also counts the time other jobs hold the core, which is noise for a comparison
 CLOCK = time.process_time
@@ -78,7 +79,7 @@ def _sst(n, min_len=4, max_len=30):
     if n not in _SST:
         from dyngraph.data.datasets import SST  # noqa: PLC0415
 
-        train = SST(split="train")
+        train = SST(root=SST_ROOT, split="train")
         trees = [t for t in train.trees if min_len <= len(t.leaves()) <= max_len]
         rng = np.random.default_rng(5)
         picked = [trees[i] for i in rng.choice(len(trees), n, replace=False)]
@@ -471,8 +472,10 @@ def main() -> None:
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="time.process_time (default: robust to other jobs on the machine) or "
                          "time.perf_counter")
+    ap.add_argument("--sst-root", default=None, help="directory of SST's train.txt")
     args = ap.parse_args()
-    global GC_MODE, CLOCK
+    global GC_MODE, CLOCK, SST_ROOT
+    SST_ROOT = args.sst_root
     GC_MODE = args.gc
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     global FULL_VOCAB
