@@ -275,3 +275,18 @@ def test_fx_imports_and_refuses_with_the_alternative(tmp_path):
         class Probe(dyngraph.fx.Interpreter):
             pass
         Probe(dyngraph.nn.Linear(2, 2))
+
+
+def test_cuda_queries_without_a_gpu_match_torch_cpu_build():
+    if dyngraph.cuda.is_available():
+        pytest.skip("checks the CPU-only answers")
+    for lib in (torch, dyngraph):
+        assert lib.cuda.is_bf16_supported() is False and lib.cuda.is_initialized() is False
+        assert lib.cuda.memory_allocated() == lib.cuda.max_memory_allocated() == lib.cuda.memory_reserved() == 0
+        for name, kwargs in (("get_device_name", {}), ("get_device_capability", {}), ("mem_get_info", {}),
+                             ("Event", {"enable_timing": True})):
+            with pytest.raises((RuntimeError, AssertionError)):
+                getattr(lib.cuda, name)(**kwargs)
+    assert dyngraph.utils.data.DistributedSampler is dyngraph.distributed.DistributedSampler
+    handle = dyngraph.nn.Linear(2, 2).register_forward_hook(lambda m, i, o: None)
+    assert isinstance(handle, dyngraph.utils.hooks.RemovableHandle)

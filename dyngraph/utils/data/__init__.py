@@ -13,8 +13,9 @@ from . import _utils, dataloader, dataset, sampler  # noqa: F401,E402
 
 def __getattr__(name):
     # ``distributed`` pulls in dyngraph.distributed (MPI bindings): imported on first use.
-    if name == "distributed":
+    if name in ("distributed", "DistributedSampler"):
         import importlib  # noqa: PLC0415
 
-        return importlib.import_module(f".{name}", __name__)
+        mod = importlib.import_module(".distributed", __name__)
+        return mod if name == "distributed" else mod.DistributedSampler
     raise AttributeError(f"module 'dyngraph.utils.data' has no attribute {name!r}")
