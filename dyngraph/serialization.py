@@ -438,7 +438,19 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, **kwargs) -> None:
     >>> dg.save(model.state_dict(), "model.safetensors")
     >>> dg.save(model, "whole-model.safetensors")      # dg.load rebuilds it (allow-listed classes)
     """
-    payload = _encode(obj)
+    write_file(f, _encode(obj))
+
+
+def write_file(f: str | os.PathLike | BinaryIO, payload: tuple[bytes, list[np.ndarray]]) -> None:
+    """Write ``payload`` (leading bytes, then raw array blobs) to ``f`` the way ``dg.save`` does.
+
+    Shared by every dyngraph file writer (checkpoints, ``dg.jit`` graph files): atomic
+    replace of regular files with the mode kept, symlinks written through, devices and
+    FIFOs written directly, stale temporaries of killed saves removed, errors naming ``f``.
+
+    >>> write_file("blob.safetensors", (safetensors.numpy.save({"x": np.ones(2)}), []))
+    """
+    payload = (payload[0], list(payload[1]))
     if hasattr(f, "write"):
         _write_payload(f, payload)
         return

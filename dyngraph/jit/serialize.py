@@ -19,6 +19,8 @@ import warnings
 
 import numpy as np
 
+from .._safetensors_header import CheckpointError, read
+from ..serialization import write_file
 from ..tensor import Tensor
 from .executor import Program
 from .file_schema import GraphFileError, read_graph_document
@@ -98,7 +100,7 @@ def _graph_to_json(g: Graph, tensors: dict, prefix: str) -> dict:
 
 def save(traced, path) -> None:
     """Save a :class:`~dyngraph.jit.ScriptedGraph` (its forward program and current weights)."""
-    from safetensors.numpy import save_file  # noqa: PLC0415
+    from safetensors.numpy import save as safetensors_bytes  # noqa: PLC0415
 
     v = traced.variant
     cap = v.cap
@@ -131,7 +133,8 @@ def save(traced, path) -> None:
         if arr.dtype.kind == "b":
             tensors[k] = arr
     raw = json.dumps(doc)
-    save_file(tensors, os.fspath(path), metadata={_KEY: raw, _SUM_KEY: _checksum(raw, tensors)})
+    blob = safetensors_bytes(tensors, metadata={_KEY: raw, _SUM_KEY: _checksum(raw, tensors)})
+    write_file(path, (blob, []))   # atomic replace, symlinks, devices: as dg.save
 
 
 def _checksum(raw_doc: str, tensors: dict) -> str:
@@ -222,24 +225,19 @@ def load(path) -> LoadedGraph:
     >>> g = dg.jit.load("model.dgraph")    # doctest: +SKIP
     >>> y = g(x)                           # doctest: +SKIP
     """
-    from safetensors import (
-        SafetensorError,  # noqa: PLC0415
-        safe_open,  # noqa: PLC0415
-    )
-    from safetensors.numpy import load_file  # noqa: PLC0415
-
     where = os.fspath(path)
     if not os.path.exists(where):
         raise FileNotFoundError(f"dg.jit.load: no such file: {where}")
     if not os.path.isfile(where):
         raise GraphFileError(f"dg.jit.load: {where} is not a regular file")
     try:
-        with safe_open(where, framework="numpy") as f:
-            meta = f.metadata() or {}
-        tensors = load_file(where)
-    except (SafetensorError, OSError, ValueError) as exc:
+        container = read(where)   # bounded header, the safetensors layout rules, then the data
+    except CheckpointError as exc:
+        reason = str(exc).split(": ", 2)[-1].split("; the file was not loaded")[0]
         raise GraphFileError(f"dg.jit.load: {where} is not a valid saved graph (corrupt or truncated "
-                             f"safetensors file: {exc})") from exc
+                             f"safetensors file: {reason})") from exc
+    meta = container.metadata
+    tensors = {k: container.array(k) for k in container.entries}
     raw = meta.get(_KEY)
     if raw is None:
         raise GraphFileError(f"dg.jit.load: {where} is a safetensors file but holds no dyngraph graph "
