@@ -195,8 +195,28 @@ def _defaults() -> dict[str, Any]:
     return table
 
 
-def _allowed() -> dict[str, Any]:
+def _defined_modules() -> dict[str, Any]:
+    """Every ``nn.Module`` subclass already defined in this process (``weights_only=False``).
+
+    Found by walking ``Module.__subclasses__()``: nothing is imported and no module named by a
+    file is looked up, so a file can only pick among classes the program itself defined.
+    """
+    from .nn.module import Module  # noqa: PLC0415 - same reason as in _defaults
+
+    table: dict[str, Any] = {}
+    todo = [Module]
+    while todo:
+        cls = todo.pop()
+        table.setdefault(_qualname(cls), cls)
+        todo.extend(cls.__subclasses__())
+    return table
+
+
+def _allowed(defined_modules: bool = False) -> dict[str, Any]:
     table = dict(_defaults())
+    if defined_modules:
+        for name, cls in _defined_modules().items():
+            table.setdefault(name, cls)
     with _lock:
         for e in _user_globals:
             obj, name = e if isinstance(e, tuple) else (e, None)
@@ -660,8 +680,9 @@ def _read_doc(raw: _st.RawFile):
 class _Unpacker:
     """Validate the structure against the schema and build the objects; every failure -> CheckpointError."""
 
-    def __init__(self, raw: _st.RawFile, allowed: dict[str, Any] | None):
+    def __init__(self, raw: _st.RawFile, allowed: dict[str, Any] | None, defined_modules: bool = False):
         self.raw = raw
+        self.defined_modules = defined_modules
         self.name = raw.name
         self.allowed = allowed
         self.tensors: dict[tuple[str, str], Any] = {}
@@ -789,7 +810,7 @@ class _Unpacker:
         if not isinstance(qual, str):
             self.bad(f"class/function name {str(qual)[:40]!r} is not a string")
         if self.allowed is None:
-            self.allowed = _allowed()
+            self.allowed = _allowed(self.defined_modules)
         obj = self.allowed.get(qual)
         if obj is None:
             cls = qual.rsplit(".", 1)[-1]
@@ -797,7 +818,8 @@ class _Unpacker:
                              "never imports or calls what a file names: if you trust this file and "
                              f"this class/function, allow it with dg.serialization.add_safe_globals([{cls}]) "
                              f"or `with dg.serialization.safe_globals([{cls}]): dg.load(...)` "
-                             "(weights_only=False does not lift this)")
+                             "(weights_only=False also allows nn.Module classes this program has "
+                             "already defined)")
         return obj
 
     def module(self, node, depth):
@@ -881,7 +903,10 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bo
 
     Truncated, corrupted, crafted and pickle files raise ``CheckpointError`` naming the file and
     the problem; modules are rebuilt only for allow-listed classes (see :func:`add_safe_globals`).
-    ``weights_only`` is accepted for PyTorch compatibility: dyngraph loads nothing else either way.
+    ``weights_only=False`` (PyTorch's way to load a whole model) additionally allows every
+    ``nn.Module`` subclass that this process has already defined -- found by walking the class
+    tree, never by importing what the file names -- and nothing else: functions and other
+    objects still need :func:`add_safe_globals`.  Rebuilding never calls ``__init__``.
 
     >>> model.load_state_dict(dg.load("model.safetensors"))
     """
@@ -890,7 +915,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bo
     if root is None:
         obj = {k: Tensor._make(raw.array(k), False, None, 0) for k in raw.entries}
     else:
-        un = _Unpacker(raw, None)
+        un = _Unpacker(raw, None, defined_modules=weights_only is False)
         try:
             obj = un.unpack(root)
         except RecursionError:

@@ -280,3 +280,27 @@ def test_safe_globals_blocks_nest_and_keep_other_additions():
         assert serialization.get_safe_globals() == [A, Net]
     assert serialization.get_safe_globals() == [Net]
     serialization.clear_safe_globals()
+
+
+def test_weights_only_false_allows_modules_this_program_defined():
+    """PyTorch's whole-model idiom: torch.load(path, weights_only=False)."""
+    net, x = _trained_net()
+    data = _bytes(net)
+    with pytest.raises(CheckpointError, match="not an allowed global"):
+        dg.load(io.BytesIO(data))
+    back = dg.load(io.BytesIO(data), weights_only=False)
+    assert type(back) is Net
+    np.testing.assert_array_equal(back(x).detach().numpy(), net(x).detach().numpy())
+
+
+@pytest.mark.parametrize("root", [
+    _module_node("os.system"), {"G": "os.system"}, _module_node("evil_module_xyz.Payload"),
+    {"G": "builtins.eval"}, _module_node("dyngraph.nn.functional.relu"),
+])
+def test_weights_only_false_still_refuses_everything_else(root):
+    before = set(sys.modules)
+    f = io.BytesIO(_craft(root))
+    f.name = "crafted.safetensors"
+    with pytest.raises(CheckpointError, match="crafted.safetensors"):
+        dg.load(f, weights_only=False)
+    assert set(sys.modules) <= before
