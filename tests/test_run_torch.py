@@ -290,3 +290,27 @@ def test_cuda_queries_without_a_gpu_match_torch_cpu_build():
     assert dyngraph.utils.data.DistributedSampler is dyngraph.distributed.DistributedSampler
     handle = dyngraph.nn.Linear(2, 2).register_forward_hook(lambda m, i, o: None)
     assert isinstance(handle, dyngraph.utils.hooks.RemovableHandle)
+
+
+def test_attention_kernel_choice_and_type_modules(tmp_path):
+    prog = _program(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.common_types import _size_2_t
+        from torch.types import Number
+
+        def conv_size(k: _size_2_t, scale: Number = 1) -> int:
+            return k * scale
+
+        q = torch.arange(24.0).reshape(1, 2, 3, 4) / 10
+        plain = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+            chosen = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        result = (torch.equal(plain, chosen), int(SDPBackend.EFFICIENT_ATTENTION), conv_size(3))
+    """)
+    assert run_torch.run_path(prog)["result"] == (True, 2, 3)
+    import torch.nn.attention as ta  # noqa: PLC0415
+
+    assert {b.name: int(b) for b in dyngraph.nn.attention.SDPBackend} == \
+        {n: int(getattr(ta.SDPBackend, n)) for n in dir(ta.SDPBackend) if n.isupper()}
