@@ -93,9 +93,11 @@ def make_model(T, vocab, size):
         def node_loss(self, h, y):
             return F.cross_entropy(self.out(h), y)
 
-        def loss(self, tree):
+        def loss(self, trees):
+            """The summed node losses of ``trees`` (DyNet's ``esum`` over all of them)."""
             losses = []
-            self.node(tree, losses)
+            for tree in trees:
+                self.node(tree, losses)
             return T.stack(losses).sum()
 
     return TreeLSTM()
@@ -118,27 +120,27 @@ def run_dg(trees, vocab, size, group, mode, rounds):
         t0 = time.process_time()
         if mode == "eager":
             for t in trees:
-                loss = model.loss(t)
+                loss = model.loss([t])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
         elif mode == "eager-group":
             for s in range(0, len(trees), group):
-                loss = dg.stack([model.loss(t) for t in trees[s:s + group]]).sum()
+                loss = model.loss(trees[s:s + group])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
         elif mode == "single":
             for t in trees:
                 with dg.autobatch():
-                    loss = model.loss(t)
+                    loss = model.loss([t])
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
         else:
             for s in range(0, len(trees), group):
                 with dg.autobatch():
-                    loss = dg.stack([model.loss(t) for t in trees[s:s + group]]).sum()
+                    loss = model.loss(trees[s:s + group])
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
@@ -158,7 +160,7 @@ def run_torch(trees, vocab, size, rounds):
     def one_pass():
         t0 = time.process_time()
         for t in trees:
-            loss = model.loss(t)
+            loss = model.loss([t])
             opt.zero_grad()
             loss.backward()
             opt.step()

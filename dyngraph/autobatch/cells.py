@@ -35,7 +35,7 @@ class NotTraceableError(Exception):
 class Template:
     """The primitive steps of one cell signature.
 
-    ``steps``: ``(prim, params, refs)``; a ref is ``(0, j)`` cell input j, ``(1, s, k)``
+    ``steps``: ``(prim, params, refs, direct)``; a ref is ``(0, j)`` cell input j, ``(1, s, k)``
     output k of step s, ``(2, tensor)`` a shared tensor (parameter), ``(4, weakref)`` a
     tensor that outlives the call (a buffer), ``(3, value)`` a Python value.
     """
@@ -67,7 +67,7 @@ class Template:
     def run_member(self, args, params):
         """Replay for one member (plain eager calls on its values)."""
         vals = []
-        for prim, p, refs in self.steps:
+        for prim, p, refs, _ in self.steps:
             a = tuple(_resolve(r, args, vals) for r in refs)
             if type(prim) is Template:
                 out = prim.run_member(a, p)
@@ -94,7 +94,7 @@ def _replay_batched(tmpl, B, args, batched, params):
     """Run every step once for B members (batching rules), members one by one where a
     rule declines."""
     vals, flags = [], []
-    for prim, p, refs in tmpl.steps:
+    for prim, p, refs, direct in tmpl.steps:
         a, bf = [], []
         for r in refs:
             kind = r[0]
@@ -116,6 +116,10 @@ def _replay_batched(tmpl, B, args, batched, params):
             out = prim.run_member(a, p) if type(prim) is Template else bind(prim, a, p)
             vals.append(out)
             flags.append(False)
+            continue
+        if direct:
+            vals.append(bind(prim, a, p))
+            flags.append(True)
             continue
         rule = prim.batch
         out = rule(prim, B, a, tuple(bf), p) if rule is not None else NotImplemented
@@ -194,7 +198,7 @@ def _build(interp, fn, name, args, kwargs):
             else:
                 refs.append((3, a))
         where[id(node)] = s
-        steps.append((node.prim, node.params, tuple(refs)))
+        steps.append((node.prim, node.params, tuple(refs), _direct(node)))
     outs = []
     for r in results:
         d = r._data
@@ -208,6 +212,24 @@ def _build(interp, fn, name, args, kwargs):
             raise NotTraceableError(f"{name} returns a tensor computed outside primitives")
     specs = tuple((r._data.shape, r._data.dtype, r._data.size, r._rg) for r in results)
     return Template(name, steps, tuple(outs), specs, multi, tuple(weak))
+
+
+def _direct(node) -> bool:
+    """An elementwise step whose tensor inputs all have the output's rank (>= 1): the
+    batched call is the primitive itself, whatever is batched (shared inputs broadcast
+    over the member axis), so replay skips the rule."""
+    from ..ops._batching import elementwise  # noqa: PLC0415  (ops floor, loaded by now)
+
+    if node.prim.__class__ is Template or node.prim.batch is not elementwise:
+        return False
+    n = node.outs[0].ndim
+    if n == 0 or len(node.outs) != 1:
+        return False
+    for a in node.args:
+        d = a if type(a).__name__ == "Lazy" else getattr(a, "_data", None)
+        if d is not None and d.ndim != n:
+            return False
+    return True
 
 
 def cell(fn):

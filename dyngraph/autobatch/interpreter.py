@@ -756,6 +756,8 @@ class Autobatcher(Interpreter):
                                           f"({_describe(args, batched)})", B)
             elif B > 1 and st is not None:
                 st.fallback(prim, prim.batch_reason or "no batching rule", B)
+            if not done and B == 1 and prim is _STACK and len(n0.args) > 2:
+                done = self._stack_gathered(n0)
             if not done:
                 run = prim.run_member if type(prim) is Template else None
                 for n in group:
@@ -773,6 +775,31 @@ class Autobatcher(Interpreter):
         finally:
             STATE.interpreter, STATE.grad_enabled = interp, grad
         return time.perf_counter() - t0
+
+    def _stack_gathered(self, n) -> bool:
+        """``stack`` of many members' values (a per-instance loss list): one index op per
+        source group instead of one slice per input (forward and backward)."""
+        refs = list(n.args)
+        dt = None
+        for r in refs:
+            d = r if type(r) is Lazy else getattr(r, "_data", None)
+            if d is None:
+                return False
+            if dt is None:
+                dt = d.dtype
+            elif d.dtype != dt:
+                return False
+        x, batched = self._gather(refs, len(refs))
+        if not batched:
+            return False
+        nd = x._data.ndim
+        d = n.params.get("dim", 0) % nd
+        if d:
+            perm = list(range(1, nd))
+            perm.insert(d, 0)
+            x = bind(REGISTRY["permute"], (x,), {"dims": tuple(perm)})
+        n.result = x
+        return True
 
     @staticmethod
     def _check_versions(n):
@@ -928,6 +955,9 @@ class _Named:
 
     def __init__(self, name):
         self.name = name
+
+
+_STACK = REGISTRY["stack"]
 
 
 def _seq(n):
