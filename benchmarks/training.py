@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+CLOCK = time.perf_counter   # --clock
+
 
 def _set_threads(n: int) -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -89,10 +91,30 @@ def build(lib_name: str, kind: str):
     return step
 
 
+def mlp_gemms():
+    """The step's eight float32 GEMMs alone (same shapes and layouts as dyngraph's linear and its
+    rules: three forward ``x @ W.T``, three weight gradients ``g.T @ x``, two input gradients
+    ``g @ W``; the first layer's input gradient is not needed), for comparison with the step."""
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(1)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    x, w1, w2, w3 = f(128, 784), f(512, 784), f(512, 512), f(10, 512)
+    h1, h2, g1, g2, g3 = f(128, 512), f(128, 512), f(128, 512), f(128, 512), f(128, 10)
+
+    def run():
+        np.matmul(x, w1.T), np.matmul(h1, w2.T), np.matmul(h2, w3.T)
+        np.matmul(g3.T, h2), np.matmul(g3, w3), np.matmul(g2.T, h1), np.matmul(g2, w2)
+        np.matmul(g1.T, x)
+    return run
+
+
 def time_steps(kinds, rounds: int) -> dict:
     results = {}
     for kind in kinds:
         steps = {lib: build(lib, kind) for lib in ("dyngraph", "torch")}
+        if kind == "mlp":
+            steps["gemms"] = mlp_gemms()
         for fn in steps.values():          # warm-up (allocations, lazy imports, momentum buffers)
             for _ in range(3):
                 fn()
@@ -100,13 +122,15 @@ def time_steps(kinds, rounds: int) -> dict:
         samples = {lib: [] for lib in steps}
         for _ in range(rounds):
             for lib, fn in steps.items():
-                t0 = time.perf_counter()
+                t0 = CLOCK()
                 for _ in range(inner):
                     fn()
-                samples[lib].append((time.perf_counter() - t0) / inner * 1e3)
+                samples[lib].append((CLOCK() - t0) / inner * 1e3)
         ratio = statistics.median(a / b for a, b in zip(samples["dyngraph"], samples["torch"], strict=True))
         results[kind] = {"dyngraph_ms": statistics.median(samples["dyngraph"]),
                          "torch_ms": statistics.median(samples["torch"]), "ratio": ratio}
+        if "gemms" in samples:
+            results[kind]["gemms_ms"] = statistics.median(samples["gemms"])
     return results
 
 
@@ -164,8 +188,14 @@ def main(argv=None) -> None:
     p.add_argument("--memory-steps", type=int, default=50)
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--memory-child", nargs=3, metavar=("LIB", "KIND", "STEPS"), help=argparse.SUPPRESS)
+    p.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                   help="CPU time of the process (default with one thread: robust to other jobs) "
+                        "or the wall clock (default with several threads)")
     args = p.parse_args(argv)
     _set_threads(args.threads)
+    global CLOCK
+    clock = args.clock or ("cpu" if args.threads == 1 else "wall")
+    CLOCK = time.process_time if clock == "cpu" else time.perf_counter
     if args.memory_child:
         lib, kind, steps = args.memory_child
         memory_child(lib, kind, int(steps))
@@ -181,6 +211,8 @@ def main(argv=None) -> None:
         t = times[kind]
         m = (f"{mem[(kind, 'dyngraph')]:>10.1f} {mem[(kind, 'torch')]:>13.1f}" if mem else "")
         print(f"{names[kind]:<34} {t['dyngraph_ms']:>12.2f} {t['torch_ms']:>10.2f} {t['ratio']:>6.2f}x   {m}")
+        if "gemms_ms" in t:
+            print(f"{'  its 8 GEMMs alone (NumPy)':<34} {t['gemms_ms']:>12.2f}")
 
 
 if __name__ == "__main__":

@@ -156,3 +156,23 @@ def test_embedding_single_row_paths_match_torch(index):
     np.testing.assert_allclose(ed.weight.grad.numpy(), et.weight.grad.numpy(), rtol=1e-6)
     with pytest.raises(IndexError, match="out of range"):
         ed(dg.tensor([7]))
+
+
+@pytest.mark.parametrize("sx,sy", [((6, 4), (4,)), ((4,), (4, 5)), ((2, 6, 4), (4,)), ((4,), (2, 4, 5)),
+                                   ((4,), (4,)), ((3, 6, 4), (4, 5)), ((6, 4), (3, 4, 5))])
+def test_matmul_vector_kernels_and_rules_match_torch(sx, sy):
+    # np.dot for matrix-vector products; reshape-free rules for the 2-D/1-D cases; second order
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal(sx), rng.standard_normal(sy)
+    ad, bd = dg.tensor(a, requires_grad=True), dg.tensor(b, requires_grad=True)
+    at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    yd, yt = ad @ bd, at @ bt
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    gd = dg.autograd.grad((yd * yd).sum(), (ad, bd), create_graph=True)
+    gt = torch.autograd.grad((yt * yt).sum(), (at, bt), create_graph=True)
+    for u, v in zip(gd, gt, strict=True):
+        np.testing.assert_allclose(u.detach().numpy(), v.detach().numpy(), rtol=1e-12)
+    hd = dg.autograd.grad(gd[0].sum() + gd[1].sum(), (ad, bd))
+    ht = torch.autograd.grad(gt[0].sum() + gt[1].sum(), (at, bt))
+    for u, v in zip(hd, ht, strict=True):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-10, atol=1e-12)

@@ -96,6 +96,9 @@ def matmul_p(x, y):
     if x.ndim == 2 and y.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray \
             and type(y) is np.ndarray and x.shape[1] == y.shape[0]:
         return mm2(x, y)
+    if x.ndim + y.ndim == 3 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray \
+            and type(y) is np.ndarray and x.shape[-1] == y.shape[0]:
+        return np.dot(x, y)  # matrix-vector / vector-matrix: np.dot's direct BLAS call
     try:
         return np.matmul(x, y)
     except ValueError:
@@ -128,7 +131,10 @@ def _matmul_vjp_x(g, out, x, y):
     if x.ndim == 1 and y.ndim == 1:
         return g * y
     if y.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
-        return _sum_to(_unsq_last(g) * y, x.shape)
+        gx = _unsq_last(g) * y  # an outer product for a matrix x: already x's shape
+        return gx if x.ndim == 2 else _sum_to(gx, x.shape)
+    if x.ndim == 1 and y.ndim == 2:  # (k,) @ (k, m) -> (m,): a matrix-vector product
+        return matmul_p(y, g)
     if x.ndim == 1:  # (k,) @ (..., k, m) -> (..., m)
         gx = matmul_p(y, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gx), x.shape)
@@ -148,7 +154,11 @@ def _matmul_vjp_y(g, out, x, y):
     if x.ndim == 1 and y.ndim == 1:
         return g * x
     if x.ndim == 1:  # (k,) @ (..., k, m): gy = x[:, None] * g[..., None, :]
+        if y.ndim == 2:  # an outer product, already y's shape
+            return _unsq_last(x) * g
         return _sum_to(_unsq_last(x) * _unsq_second_last(g), y.shape)
+    if x.ndim == 2 and y.ndim == 1:  # (n, k) @ (k,) -> (n,): gy = g @ x (vector-matrix)
+        return matmul_p(g, x)
     if y.ndim == 1:  # (..., n, k) @ (k,): gy = sum over ... of x^T g
         gy = matmul_p(x.mT, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gy), y.shape)
