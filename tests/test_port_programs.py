@@ -104,6 +104,7 @@ SCRIPT_RUNS = [
     ("s08_dcgan.py", [], 2e-5, ("history", "sample_mean", "running_var")),  # torch.randn noise
     ("s09_bilstm_tagger.py", [], 1e-8, ()),
     ("s10_time_sequence_lbfgs.py", [], 1e-9, ()),
+    ("s11_super_resolution.py", [], 2e-5, ()),
 ]
 
 
