@@ -105,6 +105,9 @@ def make_model(T, vocab, size):
 
 
 
+SCHEDULER = "depth"
+
+
 def run_dg(trees, vocab, size, group, mode, rounds):
     import dyngraph as dg
 
@@ -139,7 +142,7 @@ def run_dg(trees, vocab, size, group, mode, rounds):
                     opt.step()
         else:
             for s in range(0, len(trees), group):
-                with dg.autobatch():
+                with dg.autobatch(scheduler=SCHEDULER):
                     loss = model.loss(trees[s:s + group])
                     opt.zero_grad()
                     loss.backward()
@@ -262,11 +265,14 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=50)
     ap.add_argument("--hand-batch", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scheduler", default="depth", choices=("depth", "agenda"))
     ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single")
     args = ap.parse_args()
     import dyngraph as dg
 
     dg.set_num_threads(1)
+    global SCHEDULER
+    SCHEDULER = args.scheduler
     trees, vocab = load(args.trees)
     want = set(args.only.split(","))
     rows = []

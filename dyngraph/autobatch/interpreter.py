@@ -894,7 +894,10 @@ class Autobatcher(Interpreter):
                 parts.append(bind(index_select, (res, _idx(rows)), {"dim": 0}))
             order.extend(poss)
         if singles:
-            parts.append(bind(REGISTRY["stack"], tuple(singles), {"dim": 0}))
+            if any(t._rg for t in singles):
+                parts.append(bind(REGISTRY["stack"], tuple(singles), {"dim": 0}))
+            else:   # constants (labels, indices, masks): one NumPy stack, nothing to record
+                parts.append(Tensor._make(np.stack([t._data for t in singles]), False, None, 0))
             order.extend(singles_pos)
         x = parts[0] if len(parts) == 1 else bind(REGISTRY["cat"], tuple(parts), {"dim": 0})
         if order != _range(B):
