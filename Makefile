@@ -19,8 +19,15 @@ $(VENV)/.test: $(VENV)/.base
 demo: $(VENV)/.base
 	$(PY) -m dyngraph.examples.digits
 
+# The second pass runs the op table, autograd, hypothesis and port tests without the C
+# accelerator: the pure-Python dispatch and engine are the reference, so CI runs them too.
+PURE_TESTS := tests/test_ops.py tests/test_autograd_engine.py tests/test_autograd_function.py \
+	tests/test_autograd_functional.py tests/test_hypothesis.py tests/test_port_programs.py \
+	tests/test_port_dynamic_gaps.py tests/test_speedups.py
+
 test: $(VENV)/.test
 	$(PY) -m pytest -n 2 tests
+	DYNGRAPH_PURE_PYTHON=1 $(PY) -m pytest -n 2 $(PURE_TESTS)
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check dyngraph tests benchmarks

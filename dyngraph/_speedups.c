@@ -24,9 +24,16 @@ static PyObject *SlowBind = NULL;       /* registry._bind_py */
 static PyObject *OpError = NULL;        /* registry._op_error */
 static PyObject *MetaType = NULL;       /* autograd.graph.Meta */
 static PyObject *AsArray = NULL;        /* registry._as_array */
+static PyObject *Finish = NULL;         /* registry._finish: the tail of bind after the forward */
 static PyObject *ZERO = NULL, *ONE = NULL;
 
-/* slot offsets */
+/* every slot of Tensor and Node (read from __slots__ at set-up): new objects start with
+   all of them None, so a slot added in Python needs no change here */
+#define MAX_SLOTS 32
+static Py_ssize_t tensor_slots[MAX_SLOTS], node_slots[MAX_SLOTS];
+static int n_tensor_slots = 0, n_node_slots = 0;
+
+/* slot offsets of the slots this file reads or writes by name */
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
@@ -54,6 +61,42 @@ static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
     return 0;
 }
 
+/* offsets of all named slots of cls (its own __slots__; __dict__/__weakref__ skipped) */
+static int all_slots(PyObject *cls, Py_ssize_t *table, int *count) {
+    PyObject *names = PyObject_GetAttrString(cls, "__slots__");
+    if (names == NULL) return -1;
+    PyObject *seq = PySequence_Fast(names, "__slots__ must be a sequence");
+    Py_DECREF(names);
+    if (seq == NULL) return -1;
+    int k = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *nm = PySequence_Fast_GET_ITEM(seq, i);
+        const char *s = PyUnicode_AsUTF8(nm);
+        if (s == NULL) goto fail;
+        if (strcmp(s, "__dict__") == 0 || strcmp(s, "__weakref__") == 0) continue;
+        if (k >= MAX_SLOTS) {
+            PyErr_SetString(PyExc_RuntimeError, "_speedups: too many slots");
+            goto fail;
+        }
+        if (slot_offset(cls, s, &table[k]) < 0) goto fail;
+        k++;
+    }
+    Py_DECREF(seq);
+    *count = k;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* a new instance of a slotted class with every slot None */
+static PyObject *alloc_none(PyTypeObject *type, const Py_ssize_t *table, int count) {
+    PyObject *obj = type->tp_alloc(type, 0);
+    if (obj == NULL) return NULL;
+    for (int i = 0; i < count; i++) *(PyObject **)((char *)obj + table[i]) = Py_NewRef(Py_None);
+    return obj;
+}
+
 static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
     PyObject **p = (PyObject **)((char *)obj + off);
     PyObject *old = *p;
@@ -63,10 +106,12 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
 }
 
 static PyObject *setup(PyObject *self, PyObject *args) {
-    PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
-                          &meta, &asarray))
+    PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray, *finish;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
+                          &meta, &asarray, &finish))
         return NULL;
+    if (all_slots(tensor, tensor_slots, &n_tensor_slots) < 0) return NULL;
+    if (all_slots(node, node_slots, &n_node_slots) < 0) return NULL;
     const char *tn[] = {"_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks"};
     Py_ssize_t *to[] = {&t_data, &t_rg, &t_fn, &t_nr, &t_grad, &t_vc, &t_base, &t_hooks};
     for (int i = 0; i < 8; i++)
@@ -94,6 +139,7 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_XSETREF(OpError, Py_NewRef(operr));
     Py_XSETREF(MetaType, Py_NewRef(meta));
     Py_XSETREF(AsArray, Py_NewRef(asarray));
+    Py_XSETREF(Finish, Py_NewRef(finish));
     Py_RETURN_NONE;
 }
 
@@ -112,16 +158,12 @@ static char dtype_kind(PyObject *dtype) {
 }
 
 static PyObject *new_tensor(PyObject *data, int rg, PyObject *fn) {
-    PyObject *t = TensorType->tp_alloc(TensorType, 0);
+    PyObject *t = alloc_none(TensorType, tensor_slots, n_tensor_slots);
     if (t == NULL) return NULL;
     set_slot(t, t_data, data);
     set_slot(t, t_rg, rg ? Py_True : Py_False);
-    set_slot(t, t_fn, fn ? fn : Py_None);
+    if (fn) set_slot(t, t_fn, fn);
     set_slot(t, t_nr, ZERO);
-    set_slot(t, t_grad, Py_None);
-    set_slot(t, t_vc, Py_None);
-    set_slot(t, t_base, Py_None);
-    set_slot(t, t_hooks, Py_None);
     return t;
 }
 
@@ -179,6 +221,22 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         return r_;                                        \
     } while (0)
 
+    /* after the forward ran, unusual results go to the Python tail of bind
+       (registry._finish): the forward never runs twice */
+#define FINISH()                                                                        \
+    do {                                                                                \
+        PyObject *dl_ = PyList_New(n), *r_ = NULL;                                      \
+        if (dl_ != NULL) {                                                              \
+            for (Py_ssize_t i_ = 0; i_ < n; i_++) PyList_SET_ITEM(dl_, i_, Py_NewRef(datas[i_])); \
+            r_ = PyObject_CallFunctionObjArgs(Finish, prim, args, dl_, params, out,     \
+                                              need ? Py_True : Py_False, NULL);         \
+            Py_DECREF(dl_);                                                             \
+        }                                                                               \
+        Py_DECREF(out);                                                                 \
+        Py_XDECREF(empty_params);                                                       \
+        return r_;                                                                      \
+    } while (0)
+
     /* interpreter / anomaly: Python path */
     PyObject *interp = PyObject_GetAttr(State, s_interpreter);
     if (interp == NULL) return NULL;
@@ -198,14 +256,13 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (n > 8) SLOW();
     PyObject *datas[8];
-    int need = 0, n_arrays = 0;
+    int need = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
         if (PyObject_TypeCheck(a, TensorType)) {
             PyObject *d = SLOT(a, t_data);
             if (Py_TYPE(d) != ArrayType) SLOW();
             datas[i] = d;
-            n_arrays++;
             if (TRUTHY(SLOT(a, t_rg))) need = 1;
         } else if (PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
             datas[i] = a;
@@ -280,10 +337,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             return NULL;
         }
         out = arr;
-        if (Py_TYPE(out) != ArrayType) {
-            Py_DECREF(out);
-            SLOW();
-        }
+        if (Py_TYPE(out) != ArrayType) FINISH();
     }
     int track = 0;
     if (need && TRUTHY(SLOT(prim, p_differentiable))) {
@@ -309,11 +363,8 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     }
     char okind = dtype_kind(outdt);
     Py_DECREF(outdt);
-    if (okind != 'f') {
-        Py_DECREF(out);
-        SLOW();
-    }
-    PyObject *node = NodeType->tp_alloc(NodeType, 0);
+    if (okind != 'f') FINISH(); /* an integer output: no node, as the Python tail decides */
+    PyObject *node = alloc_none(NodeType, node_slots, n_node_slots);
     PyObject *edges = PyList_New(n);
     if (node == NULL || edges == NULL) goto fail_node;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -343,8 +394,6 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     set_slot(node, n_edges, edges);
     Py_CLEAR(edges);
     set_slot(node, n_n_out, ONE);
-    set_slot(node, n_out, Py_None);
-    set_slot(node, n_in_meta, Py_None);
     if (PyObject_IsTrue(SLOT(prim, p_save_inputs))) {
         /* save_for: keep only the inputs that the rules of the differentiable inputs read */
         int keep[8];
@@ -409,27 +458,32 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         set_slot(node, n_saved_versions, Py_None);
     }
     int want_meta = PyObject_IsTrue(SLOT(prim, p_meta));
-    if (!want_meta && TRUTHY(SLOT(prim, p_broadcasts)) && n_arrays > 1) {
-        /* gradients need fitting only where an input's shape differs from the output's
-           (dtypes are equal here: promotion was a no-op) */
+    if (!want_meta && TRUTHY(SLOT(prim, p_broadcasts))) {
+        /* gradients need fitting only where an input's shape or dtype differs from the
+           output's (as registry.record decides) */
         PyObject *oshape = shape_of(out);
-        if (oshape == NULL) goto fail_node;
+        PyObject *odt = oshape ? PyObject_GetAttr(out, s_dtype) : NULL;
+        if (odt == NULL) {
+            Py_XDECREF(oshape);
+            goto fail_node;
+        }
         for (Py_ssize_t i = 0; i < n && !want_meta; i++) {
             if (Py_TYPE(datas[i]) != ArrayType) continue;
             PyObject *sh = shape_of(datas[i]);
-            if (sh == NULL) {
-                Py_DECREF(oshape);
-                goto fail_node;
-            }
-            int eq = PyObject_RichCompareBool(sh, oshape, Py_EQ);
-            Py_DECREF(sh);
+            PyObject *dt = sh ? PyObject_GetAttr(datas[i], s_dtype) : NULL;
+            int eq = dt == NULL ? -1 : PyObject_RichCompareBool(sh, oshape, Py_EQ);
+            if (eq == 1 && dt != odt) eq = PyObject_RichCompareBool(dt, odt, Py_EQ);
+            Py_XDECREF(sh);
+            Py_XDECREF(dt);
             if (eq < 0) {
                 Py_DECREF(oshape);
+                Py_DECREF(odt);
                 goto fail_node;
             }
             if (!eq) want_meta = 1;
         }
         Py_DECREF(oshape);
+        Py_DECREF(odt);
     }
     if (want_meta) {
         PyObject *ml = make_meta_list(args, n);
@@ -466,6 +520,7 @@ fail_node:
     Py_XDECREF(empty_params);
     return NULL;
 #undef SLOW
+#undef FINISH
 }
 
 
@@ -483,6 +538,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                           &PyDict_Type, &deps, &retain, &leaf_cb, &general_cb, &saved_err_cb,
                           &fit_cb, &add_cb, &freed))
         return NULL;
+    PyObject *gdt = NULL; /* dtype broadcasting rules' gradients are cast to (see below) */
     while (PyList_GET_SIZE(ready) > 0) {
         Py_ssize_t last = PyList_GET_SIZE(ready) - 1;
         PyObject *v = Py_NewRef(PyList_GET_ITEM(ready, last));
@@ -513,6 +569,15 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                    (sv == Py_None || (PyTuple_Check(sv) && PyList_Check(SLOT(v, n_saved_versions)) &&
                                       PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv))) &&
                    (PyList_Check(SLOT(v, n_edges)) || PyTuple_Check(SLOT(v, n_edges)));
+        }
+        if (fast) {
+            /* a missing rule is reported by the general path (registry.missing_rule) */
+            PyObject *ed = SLOT(v, n_edges);
+            Py_ssize_t nr = PyTuple_GET_SIZE(rules), ne_ = PySequence_Fast_GET_SIZE(ed);
+            for (Py_ssize_t i = 0; i < ne_ && fast; i++)
+                if (PySequence_Fast_GET_ITEM(ed, i) != Py_None &&
+                    (i >= nr || PyTuple_GET_ITEM(rules, i) == Py_None))
+                    fast = 0;
         }
         if (fast) {
             PyObject *sp = PyObject_GetAttr(v, s_special);
@@ -581,7 +646,14 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             }
             Py_DECREF(ovc);
         }
-        PyObject *meta = TRUTHY(SLOT(prim, p_broadcasts)) ? SLOT(node, n_in_meta) : Py_None;
+        int bcast = TRUTHY(SLOT(prim, p_broadcasts));
+        PyObject *meta = bcast ? SLOT(node, n_in_meta) : Py_None;
+        if (bcast && meta == Py_None) {
+            /* no input needed fitting (shapes and dtypes equal the output's): gradients still
+               take the output's dtype, which g has (registry.record / engine._apply_rules) */
+            gdt = PyObject_GetAttr(g, s_dtype);
+            if (gdt == NULL) goto fail_nones;
+        }
         PyObject *params = SLOT(node, n_params);
         int has_params = PyDict_Check(params) && PyDict_GET_SIZE(params) > 0;
         Py_ssize_t ni = PySequence_Size(inputs);
@@ -602,16 +674,8 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
             if (e == Py_None) continue;
             PyObject *child = PyTuple_GET_ITEM(e, 0);
-            PyObject *rule = i < nrules ? PyTuple_GET_ITEM(rules, i) : Py_None;
-            if (rule == Py_None) {
-                PyObject *name = PyObject_GetAttrString(prim, "name");
-                PyErr_Format(PyExc_NotImplementedError,
-                             "the derivative of '%S' with respect to argument %zd is not implemented",
-                             name ? name : Py_None, i);
-                Py_XDECREF(name);
-                Py_DECREF(callargs);
-                goto fail_nones;
-            }
+            PyObject *rule = PyTuple_GET_ITEM(rules, i); /* present: checked above */
+            (void)nrules;
             PyObject *gi = PyObject_Call(rule, callargs, has_params ? params : NULL);
             if (gi == NULL) {
                 Py_DECREF(callargs);
@@ -628,6 +692,15 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                     PyObject *f = PyObject_CallFunctionObjArgs(fit_cb, gi, m, NULL);
                     Py_DECREF(gi);
                     gi = f;
+                } else if (gdt != NULL) {
+                    PyObject *d = PyObject_GetAttr(gi, s_dtype);
+                    int same = d == NULL ? -1 : (d == gdt ? 1 : PyObject_RichCompareBool(d, gdt, Py_EQ));
+                    Py_XDECREF(d);
+                    PyObject *f = same == 0 ? PyObject_CallMethod(gi, "astype", "O", gdt) : NULL;
+                    if (same != 1) {
+                        Py_DECREF(gi);
+                        gi = f;
+                    }
                 }
                 Py_DECREF(m);
                 if (gi == NULL) {
@@ -699,6 +772,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         }
         Py_DECREF(callargs);
         Py_XDECREF(nones);
+        Py_CLEAR(gdt);
         if (!retain && (saved != Py_None || out != Py_None)) {
             set_slot(node, n_saved, freed);
             set_slot(node, n_saved_data, Py_None);
@@ -709,6 +783,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         continue;
     fail_nones:
         Py_XDECREF(nones);
+        Py_CLEAR(gdt);
     fail_g:
         Py_XDECREF(g);
     fail_v:

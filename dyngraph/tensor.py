@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
+from ._core.graph import LeafHooks, RemovableHandle
 from ._core.state import STATE, concrete, set_grad
 from .backend import device as _device
 from .backend import device_of, move_to
@@ -175,11 +176,9 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._fn is not None:
             return self._fn._add_pre_hook(self._nr, hook)
-        from .autograd.graph import _RemovableHandle  # noqa: PLC0415
-
         hooks = self._leaf_hooks()
         hooks.pre.append(hook)
-        return _RemovableHandle(hooks.pre, hook)
+        return RemovableHandle(hooks.pre, fn=hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """Run ``hook(tensor)`` after this leaf's ``.grad`` has been accumulated.
@@ -191,16 +190,12 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.graph import _RemovableHandle  # noqa: PLC0415
-
         hooks = self._leaf_hooks()
         hooks.post.append(hook)
-        return _RemovableHandle(hooks.post, hook)
+        return RemovableHandle(hooks.post, fn=hook)
 
     def _leaf_hooks(self):
         if self._hooks is None:
-            from .autograd.graph import LeafHooks  # noqa: PLC0415
-
             self._hooks = LeafHooks()
         return self._hooks
 

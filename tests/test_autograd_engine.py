@@ -71,7 +71,12 @@ def test_long_chain_no_recursion_error():
     y.backward()
     elapsed = time.perf_counter() - start
     assert x.grad.item() == 1.0
-    assert elapsed < 30, f"200k-node chain took {elapsed:.1f}s"
+    # the pure-Python reference (DYNGRAPH_PURE_PYTHON=1) is slower; the bound only catches
+    # quadratic behaviour
+    from dyngraph.ops import registry
+
+    limit = 30 if registry.bind is not registry._bind_py else 120
+    assert elapsed < limit, f"200k-node chain took {elapsed:.1f}s"
 
 
 def test_long_chain_is_freed_without_recursion(no_gc):

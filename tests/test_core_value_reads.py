@@ -70,6 +70,7 @@ ALLOWED = {
     ("nn/normalization.py", "reset_running_stats"): "writes constants",
     ("ops/nn.py", "embedding_renorm_"): "max_norm: rescales weight rows in place",
     ("nn/init.py", "_write"): "initialisation writes",
+    ("nn/init.py", "_sample"): "initialisation: fills the tensor with samples",
     ("nn/sparse.py", "_fill_padding_idx_with_zero"): "initialisation writes",
     ("nn/sparse.py", "reset_parameters"): "initialisation writes",
     # -- module / parameter plumbing: copies, device moves, state, no decisions -----------
@@ -110,7 +111,7 @@ def _rule_names(tree) -> set:
 
 
 def _is_rule_name(name: str) -> bool:
-    return name == "backward_node" or name.endswith(("_vjp", "_jvp", "_batch")) \
+    return name == "backward_node" or name.endswith(("_vjp", "_jvp", "_batch", "_rule")) \
         or name.startswith(("_vjp", "_jvp"))
 
 

@@ -22,8 +22,10 @@ import weakref
 import numpy as np
 
 from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
+from .._core.graph import FREED, Node
+from .._core.rules import fit, missing_rule, node_rule_inputs
 from .._core.state import STATE, set_grad
-from .graph import FREED, Node
+from ..ops.registry import _as_array
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
     import os as _os
@@ -114,8 +116,9 @@ def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
     STATE.backward_depth += 1
     try:
         ready = [v for v in root_vertices if deps.get(v, 0) == 0]
-        # The common case -- plain backward() on arrays, no hooks, no anomaly mode --
-        # takes the inlined fast path below; everything else goes through _run_node.
+        # The common case -- plain backward() on arrays, no hooks, no anomaly mode -- runs in
+        # the C accelerator when it is built; every other vertex (and, without C, every
+        # vertex) takes the general path below, which is the reference.
         plain = not create_graph and targets is None and not STATE.anomaly
         if plain and _backward_loop is not None:
             _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_only)
@@ -126,58 +129,6 @@ def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                 _finish_leaf(v, g, create_graph, targets, captured, accumulate, target_leaf_only)
                 continue
             node = v
-            prim = node.prim
-            rules = prim.vjp_rules
-            if plain and rules is not None and not node.special and node.n_out == 1 and g is not None:
-                edges = node.edges
-                saved = node.saved
-                if saved is not None:
-                    if saved is FREED:
-                        _run_node(node, g, False, retain_graph, None)  # raises the freed-graph error
-                    _check_versions(node, saved)
-                    inputs = node.saved_data
-                else:
-                    inputs = node.in_meta or (None,) * len(edges)
-                out = node.out
-                if out is not None and node.out_vc[0] != 0:
-                    raise _saved_error(node, "output", 0, out, 0, node.out_vc[0])
-                meta = node.in_meta if prim.broadcasts else None
-                params = node.params
-                i = -1
-                for e in edges:
-                    i += 1
-                    if e is None:
-                        continue
-                    child = e[0]
-                    rule = rules[i] if i < len(rules) else None
-                    if rule is None:
-                        raise NotImplementedError(
-                            f"the derivative of '{prim.name}' with respect to argument {i} is "
-                            "not implemented")
-                    gi = rule(g, out, *inputs, **params) if params else rule(g, out, *inputs)
-                    if gi is not None:
-                        if type(gi) is not np.ndarray:
-                            gi = _as_array(gi)
-                        if meta is not None and meta[i] is not None:
-                            gi = _fit(gi, meta[i], False)
-                        if type(child) is Node and child.n_out != 1:
-                            _add_to_buffer(buffers, child, e[1], gi)
-                        else:
-                            old = buffers.get(child)
-                            if old is None:
-                                buffers[child] = gi
-                            else:
-                                gi = old + gi
-                                buffers[child] = np.asarray(gi) if isinstance(gi, np.generic) else gi
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if left == 0:
-                        ready.append(child)
-                if not retain_graph and (saved is not None or out is not None):
-                    node.saved = FREED
-                    node.saved_data = None
-                    node.out = None
-                continue
             if node.pre_hooks is not None or node.retained is not None:
                 g = _run_pre_hooks(node, g, create_graph)
             if targets is not None:
@@ -271,7 +222,7 @@ def _fit_cb(gi, meta):
     if type(gi) is not np.ndarray:
         gi = _as_array(gi)
     if meta is not None:
-        gi = _fit(gi, meta, False)
+        gi = fit(gi, meta.shape, meta.dtype)
     return gi
 
 
@@ -537,9 +488,7 @@ def _apply_rules(node, prim, saved, g, create_graph):
     n = len(edges)
     if saved is not None:
         _check_versions(node, saved)
-        inputs = saved if create_graph else node.saved_data
-    else:
-        inputs = node.in_meta if node.in_meta is not None else (None,) * n
+    inputs = node_rule_inputs(node, create_graph)
     out = node.out
     if out is not None:
         if node.out_vc is not None and node.out_vc[0] != 0:
@@ -553,7 +502,12 @@ def _apply_rules(node, prim, saved, g, create_graph):
                 out = tuple(Tensor._make(o, o.dtype.kind == "f", node, i) for i, o in enumerate(out))
     params = node.params
     rules = prim.vjp_rules
-    meta = node.in_meta
+    meta = node.in_meta if prim.broadcasts else None
+    # broadcasting primitive, no input needed fitting: the gradients take g's dtype (the
+    # output's), as they would have taken each input's (equal) dtype through fit
+    gdt = None
+    if prim.broadcasts and meta is None and node.n_out == 1:
+        gdt = (g._data if create_graph else g).dtype
     grads = [None] * n
     for i in range(n):
         if edges[i] is None:
@@ -561,43 +515,19 @@ def _apply_rules(node, prim, saved, g, create_graph):
         if rules is not None:
             rule = rules[i] if i < len(rules) else None
             if rule is None:
-                raise NotImplementedError(
-                    f"the derivative of '{prim.name}' with respect to argument {i} is not "
-                    "implemented")
+                raise missing_rule(prim, i)
             gi = rule(g, out, *inputs, **params)
         else:
             gi = prim.vjp(i, g, out, inputs, params)
         if gi is not None:
             if not create_graph and type(gi) is not np.ndarray:
                 gi = _as_array(gi)
-            if meta is not None and prim.broadcasts:
-                gi = _fit(gi, meta[i], create_graph)
+            if meta is not None and meta[i] is not None:
+                gi = fit(gi, meta[i].shape, meta[i].dtype)
+            elif gdt is not None and (gi._data if create_graph else gi).dtype != gdt:
+                gi = fit(gi, gi.shape, gdt)
         grads[i] = gi
     return grads
-
-
-def _as_array(g):
-    # NumPy turns 0-d results into scalars (np.float64); gradients stay arrays.
-    if isinstance(g, np.generic):
-        return np.asarray(g)
-    if hasattr(g, "__cuda_array_interface__"):
-        return g
-    return np.asarray(g)
-
-
-def _fit(gi, meta, create_graph):
-    """Sum a broadcast gradient back to its input's shape and cast to its dtype."""
-    shape, dtype = meta.shape, meta.dtype
-    if gi.shape != shape:
-        from ..ops.reduction import sum_to_shape  # noqa: PLC0415
-
-        gi = sum_to_shape(gi, shape=shape)
-    if gi.dtype != dtype and dtype.kind == "f":
-        if create_graph:
-            gi = gi.to(dtype)
-        else:
-            gi = gi.astype(dtype)
-    return gi
 
 
 def _fill_missing(node, g, create_graph):

@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 
+from .._core.rules import fit
 from .grad_mode import STATE
 from .graph import FREED, Node
 
@@ -382,18 +383,8 @@ class _FunctionBackward:
                 raise RuntimeError(
                     f"Function {self.name}Backward returned an invalid gradient at index {i} - "
                     f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
-            from ..ops.reduction import sum_to_shape  # noqa: PLC0415
-
-            g = sum_to_shape(g, shape=shape)
-        if g._data.dtype != dtype:
-            g = g.to(dtype) if create_graph else _plain(g._data.astype(dtype))
+        g = fit(g, shape, dtype)
         return g if create_graph else g._data
-
-
-def _plain(arr):
-    from ..tensor import Tensor  # noqa: PLC0415
-
-    return Tensor._make(arr, False, None, 0)
 
 
 def once_differentiable(backward):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.graph import Meta
+from .._core.rules import fit, rule_inputs
 from ..ops.registry import REGISTRY
 from ..tensor import Tensor
 from .ir import Node, Var
@@ -42,29 +42,12 @@ def run_vjp(*arrays, prim="", argnum=0, n_g=1, n_out=0, kinds=(), params=None):
         out = outs[0] if len(outs) == 1 else tuple(outs)
     else:
         out = None
-    inputs = []
     it = iter(rest)
-    for kind, lit in kinds:
-        if kind == "lit":
-            inputs.append(lit if p.save_inputs else None)
-        else:
-            a = next(it)
-            if p.save_inputs:
-                inputs.append(a)
-            elif p.meta:
-                inputs.append(Meta(a.shape, a.dtype))
-            else:
-                inputs.append(None)
-    gi = _arr(p.vjp(argnum, g, out, tuple(inputs), params or {}))
-    if p.broadcasts:
-        x = None
-        if kinds[argnum][0] == "var":
-            x = rest[sum(1 for k, _ in kinds[:argnum] if k == "var")]
-        if x is not None:
-            if gi.shape != x.shape:
-                gi = REGISTRY["sum_to_shape"].impl(gi, shape=tuple(x.shape))
-            if gi.dtype != x.dtype and x.dtype.kind == "f":
-                gi = gi.astype(x.dtype)
+    values = [lit if kind == "lit" else next(it) for kind, lit in kinds]
+    gi = _arr(p.vjp(argnum, g, out, rule_inputs(p, values), params or {}))
+    if p.broadcasts and kinds[argnum][0] == "var":
+        x = values[argnum]
+        gi = fit(gi, x.shape, x.dtype)
     return _arr(gi)
 
 
@@ -128,13 +111,7 @@ def _one_rule(tr, n, prim, i, g):
 
     T = tr.tensor_of
     args = [T(a.id) if type(a) is Var else a for a in n.args]
-    if prim.save_inputs:
-        inputs = tuple(args)
-    elif prim.meta:
-        inputs = tuple(Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
-                       for a in args)
-    else:
-        inputs = (None,) * len(args)
+    inputs = rule_inputs(prim, args)
     out = None
     if prim.save_output:
         outs = [T(o) for o in n.outs]
@@ -169,10 +146,7 @@ def _one_rule(tr, n, prim, i, g):
             raise Uncapturable(str(exc)) from exc
     x = args[i]
     if prim.broadcasts:
-        if tuple(gi._data.shape) != tuple(x._data.shape):
-            gi = REGISTRY["sum_to_shape"](gi, shape=tuple(x._data.shape))
-        if gi._data.dtype != x._data.dtype and x._data.dtype.kind == "f":
-            gi = REGISTRY["cast"](gi, dtype=x._data.dtype)
+        gi = fit(gi, x._data.shape, x._data.dtype)
     return gi
 
 

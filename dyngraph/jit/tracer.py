@@ -41,15 +41,6 @@ from .ir import Graph, Node, Var
 
 __all__ = ["Tracer", "Uncapturable", "Capture", "capture", "flatten", "unflatten"]
 
-_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "poisson",
-                 "uniform", "exponential", "shuffle")
-
-
-def is_random(op: str) -> bool:
-    """Primitives that draw random numbers are never folded, merged or removed."""
-    return any(w in op for w in _RANDOM_WORDS)
-
-
 class Uncapturable(Exception):  # noqa: N818
     """The function did something a static graph cannot replay (message says what)."""
 

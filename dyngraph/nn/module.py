@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as _dt
+from .._core.graph import RemovableHandle
 from .._core.state import set_grad
 from ..autograd.grad_mode import STATE, no_grad
 from ..tensor import Tensor, parse_to_args
@@ -50,26 +51,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
-
-
-class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``handle.remove()`` unregisters."""
-
-    _next_id = itertools.count()
-
-    def __init__(self, *dicts):
-        self.id = next(RemovableHandle._next_id)
-        self._dicts = dicts
-
-    def remove(self) -> None:
-        for d in self._dicts:
-            d.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 def _addindent(text: str, n: int) -> str:

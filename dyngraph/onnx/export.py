@@ -12,7 +12,7 @@ from ..jit.ir import Var
 from ..jit.passes import constant_folding, cse, dce
 from ..jit.tracer import capture, flatten
 from ..tensor import Tensor
-from .lowering import LOWERINGS, UnsupportedPrimitiveError
+from .lowering import LOWERINGS, UNSUPPORTED, UnsupportedPrimitiveError
 
 __all__ = ["export"]
 
@@ -167,9 +167,11 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     for node in g.nodes:
         fn = LOWERINGS.get(node.op)
         if fn is None:
+            why = UNSUPPORTED.get(node.op)
             raise UnsupportedPrimitiveError(
-                f"dg.onnx.export({name}): primitive {node.op!r} has no ONNX lowering (add one to "
-                "dyngraph.onnx.LOWERINGS with @dyngraph.onnx.lowering)")
+                f"dg.onnx.export({name}): primitive {node.op!r} has no ONNX lowering"
+                + (f" ({why})" if why else "") + " (add one to dyngraph.onnx.LOWERINGS with "
+                "@dyngraph.onnx.lowering)")
         fn(ctx, node)
     # outputs: an output that is an input or constant needs an Identity to get its own name
     out_nodes = []

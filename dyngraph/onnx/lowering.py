@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["LOWERINGS", "lowering", "UnsupportedPrimitiveError"]
+__all__ = ["LOWERINGS", "UNSUPPORTED", "lowering", "UnsupportedPrimitiveError"]
 
 LOWERINGS: dict = {}
 
@@ -525,3 +525,39 @@ def _hypot(ctx, node):
 @lowering("fmod")
 def _fmod(ctx, node):
     ctx.add("Mod", [ctx.arg(node, 0), ctx.arg(node, 1)], [ctx.out(node)], fmod=1)
+
+
+# ---------------------------------------------------------------------------
+# primitives without a lowering, each with the reason (tests check that every registered
+# primitive is either in LOWERINGS or here; export names the reason)
+# ---------------------------------------------------------------------------
+
+_ADJOINT = ("a backward-only (adjoint) primitive: it appears in gradient programs, and "
+            "export writes forward programs")
+_TODO = "no ONNX lowering written yet"
+_NO_OP = "ONNX has no operator for it (a lowering would need a decomposition)"
+
+UNSUPPORTED: dict = {
+    **dict.fromkeys((
+        "avg_pool_adjoint", "conv_weight", "diagonal_scatter_zeros", "einsum_embed",
+        "embedding_backward", "gather_backward", "getitem_backward", "index_backward",
+        "index_select_backward", "pad_backward", "pool_scatter", "upsample_nearest_adjoint",
+    ), _ADJOINT),
+    **dict.fromkeys((
+        "digamma", "erfinv", "lgamma", "polygamma", "gcd", "lcm", "histc", "bincount", "isin",
+        "searchsorted", "unique", "unique_consecutive", "mode", "median", "median_dim",
+        "kthvalue", "cholesky", "det", "eigh", "inv", "qr", "slogdet", "solve", "svd",
+    ), _NO_OP),
+    **dict.fromkeys((
+        "acosh", "asinh", "atanh", "atan2", "adaptive_max_pool", "all", "any", "bitwise_and",
+        "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
+        "clamp_tensor", "conv_transpose", "count_nonzero", "cummax", "cummin", "cumprod",
+        "diagonal", "floor_divide", "fmax", "fmin", "fold", "gru_layer", "heaviside", "index",
+        "index_add", "index_copy", "index_fill", "index_put", "isneginf", "isposinf",
+        "linscan", "logaddexp", "lstm_cell_hidden", "lstm_cell_state", "lstm_gate_sigmoid",
+        "lstm_layer", "nan_to_num", "nonzero", "one_hot", "pool_gather", "prod", "remainder",
+        "repeat_interleave", "rnn_layer", "roll", "scatter", "scatter_add", "scatter_reduce",
+        "shift", "signbit", "sort", "to_device", "topk", "trunc", "unfold", "upsample_nearest",
+        "vector_norm", "xlogy",
+    ), _TODO),
+}

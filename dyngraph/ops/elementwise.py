@@ -50,33 +50,33 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # arithmetic
 # ---------------------------------------------------------------------------
 
-add_p = Primitive("add", operator.add, promote="same", broadcasts=True)
+add_p = Primitive("add", operator.add, promote="same", broadcasts=True, ufunc=np.add)
 
 
 add_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: g)
 
 
-sub_p = Primitive("sub", operator.sub, promote="same", broadcasts=True)
+sub_p = Primitive("sub", operator.sub, promote="same", broadcasts=True, ufunc=np.subtract)
 
 
 sub_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g)
 
 
-mul_p = Primitive("mul", operator.mul, promote="same", broadcasts=True, save_inputs=True,
+mul_p = Primitive("mul", operator.mul, promote="same", broadcasts=True, save_inputs=True, ufunc=np.multiply,
                   save_for=((1,), (0,)))
 
 
 mul_p.defvjp(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
 
 
-div_p = Primitive("div", operator.truediv, promote="float", broadcasts=True, save_inputs=True,
+div_p = Primitive("div", operator.truediv, promote="float", broadcasts=True, save_inputs=True, ufunc=np.divide,
                   save_for=((1,), (0, 1)))
 
 
 div_p.defvjp(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * x / (y * y))
 
 
-@primitive("neg", promote="same")
+@primitive("neg", promote="same", ufunc=np.negative)
 def neg_p(x):
     if x.dtype.kind == "b":
         raise TypeError("Negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
@@ -152,7 +152,7 @@ def _pow_vjp_exp(g, out, x, y):
 pow_p.defvjp(_pow_vjp_base, _pow_vjp_exp)
 
 
-@primitive("abs", promote="same", save_inputs=True)
+@primitive("abs", promote="same", save_inputs=True, ufunc=np.absolute)
 def abs_p(x):
     return np.abs(x)
 
@@ -205,7 +205,7 @@ fmod_p.defvjp(lambda g, out, x, y: g, lambda g, out, x, y: -g * trunc_p(x / y))
 # unary math
 # ---------------------------------------------------------------------------
 
-exp_p = Primitive("exp", np.exp, promote="float", save_output=True)
+exp_p = Primitive("exp", np.exp, promote="float", save_output=True, ufunc=np.exp)
 
 
 exp_p.defvjp(lambda g, out, x: g * out)
@@ -219,19 +219,19 @@ def exp2_p(x):
 exp2_p.defvjp(lambda g, out, x: g * out * math.log(2.0))
 
 
-expm1_p = Primitive("expm1", np.expm1, promote="float", save_output=True)
+expm1_p = Primitive("expm1", np.expm1, promote="float", save_output=True, ufunc=np.expm1)
 
 
 expm1_p.defvjp(lambda g, out, x: g * (out + 1.0))
 
 
-log_p = Primitive("log", np.log, promote="float", save_inputs=True)
+log_p = Primitive("log", np.log, promote="float", save_inputs=True, ufunc=np.log)
 
 
 log_p.defvjp(lambda g, out, x: g / x)
 
 
-log1p_p = Primitive("log1p", np.log1p, promote="float", save_inputs=True)
+log1p_p = Primitive("log1p", np.log1p, promote="float", save_inputs=True, ufunc=np.log1p)
 
 
 log1p_p.defvjp(lambda g, out, x: g / (x + 1.0))
@@ -249,7 +249,7 @@ log10_p = Primitive("log10", np.log10, promote="float", save_inputs=True)
 log10_p.defvjp(lambda g, out, x: g / (x * math.log(10.0)))
 
 
-sqrt_p = Primitive("sqrt", np.sqrt, promote="float", save_output=True)
+sqrt_p = Primitive("sqrt", np.sqrt, promote="float", save_output=True, ufunc=np.sqrt)
 
 
 sqrt_p.defvjp(lambda g, out, x: g / (2.0 * out))
@@ -263,13 +263,13 @@ def rsqrt_p(x):
 rsqrt_p.defvjp(lambda g, out, x: -0.5 * g * out * out * out)
 
 
-sin_p = Primitive("sin", np.sin, promote="float", save_inputs=True)
+sin_p = Primitive("sin", np.sin, promote="float", save_inputs=True, ufunc=np.sin)
 
 
 sin_p.defvjp(lambda g, out, x: g * cos_p(x))
 
 
-cos_p = Primitive("cos", np.cos, promote="float", save_inputs=True)
+cos_p = Primitive("cos", np.cos, promote="float", save_inputs=True, ufunc=np.cos)
 
 
 cos_p.defvjp(lambda g, out, x: -g * sin_p(x))
@@ -350,7 +350,7 @@ atanh_p = Primitive("atanh", np.arctanh, promote="float", save_inputs=True)
 atanh_p.defvjp(lambda g, out, x: g / (1.0 - x * x))
 
 
-tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True)
+tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True, ufunc=np.tanh)
 
 
 tanh_p.defvjp(lambda g, out, x: g * (1.0 - out * out))
@@ -501,7 +501,7 @@ trunc_p.defvjp(lambda g, out, x: g * 0.0)
 # activations
 # ---------------------------------------------------------------------------
 
-@primitive("relu", promote="same", save_output=True)
+@primitive("relu", promote="same", save_output=True, ufunc=(np.maximum, 0.0))
 def relu_p(x):
     return np.maximum(x, 0).astype(x.dtype, copy=False)
 
@@ -615,7 +615,7 @@ clamp_tensor_p.defvjp(
 )
 
 
-@primitive("maximum", promote="same", broadcasts=True, save_inputs=True)
+@primitive("maximum", promote="same", broadcasts=True, save_inputs=True, ufunc=np.maximum)
 def maximum_p(x, y):
     return np.maximum(x, y)
 
@@ -624,7 +624,7 @@ maximum_p.defvjp(lambda g, out, x, y: g * ((x > y) + (x == y) * 0.5),
                  lambda g, out, x, y: g * ((y > x) + (x == y) * 0.5))
 
 
-@primitive("minimum", promote="same", broadcasts=True, save_inputs=True)
+@primitive("minimum", promote="same", broadcasts=True, save_inputs=True, ufunc=np.minimum)
 def minimum_p(x, y):
     return np.minimum(x, y)
 

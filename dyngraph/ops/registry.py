@@ -29,7 +29,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import dtypes as _dt
+from .._core.graph import Meta, Node
 from .._core.state import STATE
+from ..tensor import Tensor
 
 __all__ = ["Primitive", "primitive", "bind", "REGISTRY", "EMPTY"]
 
@@ -63,17 +65,24 @@ class Primitive:
         broadcasts: gradients of inputs are summed back to each input's shape.
         n_outputs: number of outputs (``-1``: decided per call, e.g. ``split``).
         is_view: the output shares memory with input 0 (reshape, transpose...).
+        ufunc: ``(numpy_function, extra_literals)`` when the forward on same-dtype
+            float arrays is exactly that NumPy call (graph fusion emits it directly).
+        random: draws random numbers.
+        pure: same inputs and params give the same output, without side effects
+            (False for random primitives); graph passes fold/merge/remove only pure calls.
     """
 
     __slots__ = (
         "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
         "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
+        "ufunc", "random", "pure",
     )
 
     def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
                  promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
-                 differentiable=True, nondiff_argnums=(), meta=False, save_for=None):
+                 differentiable=True, nondiff_argnums=(), meta=False, save_for=None,
+                 ufunc=None, random=False, pure=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
         self.name = name
@@ -89,12 +98,22 @@ class Primitive:
         self.is_view = is_view
         self.differentiable = differentiable
         self.nondiff_argnums = tuple(nondiff_argnums)
-        # record input shapes/dtypes: rules read them from the Meta stand-ins
-        self.meta = bool(meta or broadcasts)
+        # rules read the shapes/dtypes of unsaved inputs from Meta stand-ins; broadcasting
+        # primitives get them only where a gradient needs fitting (see ``record``)
+        self.meta = bool(meta)
         # save_for[i] = the inputs the rule of input i reads; inputs no needed rule
         # reads are not kept (x * 2.0 keeps nothing of x, as in PyTorch)
         self.save_for = tuple(tuple(x) for x in save_for) if save_for is not None else None
         self.doc = impl.__doc__
+        # facts the graph passes read (jit/passes): the NumPy ufunc the forward is, with any
+        # trailing literal operands (``relu`` is ``np.maximum(x, 0.0)``), for fusion; whether
+        # it draws random numbers; whether it is pure (same inputs, same output, no side
+        # effect): impure calls are never folded, merged or removed
+        if ufunc is not None and not isinstance(ufunc, tuple):
+            ufunc = (ufunc,)
+        self.ufunc = None if ufunc is None else (ufunc[0], tuple(ufunc[1:]))
+        self.random = bool(random)
+        self.pure = (not random) if pure is None else bool(pure)
         # automatic batching (dg.autobatch): ``batch(B, args, batched, params)`` runs the
         # primitive once for B members; see ``defbatch``
         self.batch = None
@@ -139,13 +158,11 @@ class Primitive:
         rules = self.vjp_rules
         if rules is not None:
             if argnum >= len(rules) or rules[argnum] is None:
-                raise NotImplementedError(
-                    f"the derivative of '{self.name}' with respect to argument {argnum} "
-                    "is not implemented")
+                raise missing_rule(self, argnum)
             return rules[argnum](g, out, *inputs, **params)
         if self.vjp_argnum is not None:
             return self.vjp_argnum(argnum, g, out, *inputs, **params)
-        raise NotImplementedError(f"the derivative of '{self.name}' is not implemented")
+        raise missing_rule(self)
 
     # -- calling -----------------------------------------------------------
     def __call__(self, *args, **params):
@@ -157,6 +174,18 @@ class Primitive:
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
+
+
+def missing_rule(prim, argnum=None) -> NotImplementedError:
+    """The one error for a primitive input without a derivative rule (callers raise it).
+
+    "No gradient" is a rule returning ``None``; this is for rules never written.
+    """
+    name = getattr(prim, "name", type(prim).__name__)
+    if argnum is None:
+        return NotImplementedError(f"the derivative of '{name}' is not implemented")
+    return NotImplementedError(
+        f"the derivative of '{name}' with respect to argument {argnum} is not implemented")
 
 
 def primitive(name: str, **options) -> Callable[[Callable], Primitive]:
@@ -206,7 +235,16 @@ def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
         out = prim.impl(*datas, **params) if params else prim.impl(*datas)
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(prim, args, params, exc) from exc
-    if need and prim.differentiable and state.grad_enabled:
+    return _finish(prim, args, datas, params, out, need)
+
+
+def _finish(prim: Primitive, args: tuple, datas: list, params: dict, out, need: bool):
+    """The tail of eager ``bind`` once the forward ran: record a node or wrap the result.
+
+    Also where the C accelerator hands over a result it does not handle (a non-float
+    output of a differentiable call, a non-ndarray result), so no forward runs twice.
+    """
+    if need and prim.differentiable and STATE.grad_enabled:
         return record(prim, args, datas, params, out)
     if prim.n_outputs == 1:
         if type(out) is not np.ndarray:
@@ -281,14 +319,7 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
     if prim.nondiff_argnums:
         for i in prim.nondiff_argnums:
             edges[i] = None
-    # Node.__init__ spelled out: this runs once per recorded op.
-    node = _new(Node)
-    node.prim = prim
-    node.params = params
-    node.edges = edges
-    node.n_out = 1
-    node.out = None
-    node.in_meta = None
+    node = Node(prim, params, edges)
     if prim.save_inputs:
         saved, saved_data = args, datas
         if prim.save_for is not None:
@@ -309,19 +340,16 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
             else:
                 versions.append(None)
         node.saved_versions = versions
-    else:
-        node.saved = None
-        node.saved_data = None
-        node.saved_versions = None
     if prim.meta:
         node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
                         for a in args]
     elif prim.broadcasts:
         # gradients need fitting only where an input's shape or dtype differs from the output's
+        # (the inputs as given: a promoted float32 input gets its gradient cast back)
         oshape = out.shape
         odt = out.dtype
-        for a in datas:
-            if type(a) is not np.ndarray or a.shape != oshape or a.dtype is not odt:
+        for a in args:
+            if isinstance(a, Tensor) and (a._data.shape != oshape or a._data.dtype != odt):
                 node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
                                 for a in args]
                 break
@@ -415,8 +443,6 @@ def _op_error(prim: Primitive, args, params, exc: Exception) -> Exception:
     return err
 
 
-from ..autograd.graph import Meta, Node  # noqa: E402  (graph imports nothing from here)
-from ..tensor import Tensor  # noqa: E402
 
 _new = object.__new__
 
@@ -433,5 +459,5 @@ if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
         _speedups = None
     if _speedups is not None:
         _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
-                        _as_array)
+                        _as_array, _finish)
         bind = _speedups.bind

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._core.graph import RemovableHandle
 from .._core.state import STATE, set_grad
 from ..autograd.grad_mode import enable_grad
 from ..ops.inplace import bump_version
@@ -185,7 +186,7 @@ class Optimizer:
         self._hook_id += 1
         key = self._hook_id
         table[key] = hook
-        return _Handle(table, key)
+        return RemovableHandle(table, key=key)
 
     # -- state dicts ------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -261,17 +262,6 @@ class Optimizer:
                 lines.append(f"    {key}: {group[key]}")
         lines.append(")")
         return "\n".join(lines)
-
-
-class _Handle:
-    """Removable hook handle (``handle.remove()``)."""
-
-    def __init__(self, table: dict, key: int) -> None:
-        self._table = table
-        self._key = key
-
-    def remove(self) -> None:
-        self._table.pop(self._key, None)
 
 
 def _plain(value):

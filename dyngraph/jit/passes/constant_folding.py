@@ -6,7 +6,6 @@ import numpy as np
 
 from ...ops.registry import REGISTRY
 from ..ir import Var, has_sym
-from ..tracer import is_random
 
 
 def constant_folding(graph) -> int:
@@ -16,7 +15,7 @@ def constant_folding(graph) -> int:
     folded = 0
     for node in graph.nodes:
         vars_ = node.var_args()
-        if (vars_ and all(v in consts for v in vars_) and not is_random(node.op)
+        if (vars_ and all(v in consts for v in vars_) and _pure(node.op)
                 and not has_sym(node.params) and not has_sym(node.args) and node.op in REGISTRY):
             prim = REGISTRY[node.op]
             args = [consts[a.id] if type(a) is Var else a for a in node.args]
@@ -33,3 +32,9 @@ def constant_folding(graph) -> int:
         kept.append(node)
     graph.nodes = kept
     return folded
+
+
+def _pure(op: str) -> bool:
+    """Only pure primitives (``Primitive.pure``: not random, no side effect) are folded."""
+    p = REGISTRY.get(op)
+    return p is None or p.pure

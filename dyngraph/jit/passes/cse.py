@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...ops.registry import REGISTRY
 from ..ir import Var, subst
-from ..tracer import is_random
 
 
 def _key(x):
@@ -24,7 +24,8 @@ def cse(graph) -> int:
     for node in graph.nodes:
         if rename:
             node.args = subst(node.args, rename)
-        if is_random(node.op):
+        prim = REGISTRY.get(node.op)
+        if prim is not None and not prim.pure:  # a random draw is never merged with another
             kept.append(node)
             continue
         key = (node.op, _key(node.args), _key(node.params))

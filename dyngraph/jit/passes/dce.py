@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tracer import is_random
+from ...ops.registry import REGISTRY
 
 
 def dce(graph) -> int:
@@ -11,7 +11,8 @@ def dce(graph) -> int:
     needed.update(vid for vid, _, _ in graph.guards)
     kept = []
     for node in reversed(graph.nodes):
-        if any(o in needed for o in node.outs) or is_random(node.op):
+        prim = REGISTRY.get(node.op)
+        if any(o in needed for o in node.outs) or (prim is not None and not prim.pure):
             kept.append(node)
             needed.update(node.var_args())
     removed = len(graph.nodes) - len(kept)

@@ -7,25 +7,38 @@ an operand that dies there.  A chain like ``g * (1 - y * y)`` therefore runs
 as three ufunc calls on one buffer, with no temporaries and no Python frames
 between them.  (Measured here: a ufunc with ``out=`` costs the same as one that
 allocates; Python float operands cost ~2x a 0-d array operand, so the executor
-passes 0-d arrays.  A node whose primitive has no entry here calls its ``impl``.)
+passes 0-d arrays.)
+
+Which primitives are ufuncs is a fact of the primitive (``Primitive.ufunc``,
+declared in its stanza); a node whose primitive has none calls its ``impl``.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Mapping
 
+from ...ops.registry import REGISTRY
 from ..ir import Var
 
-# primitive name -> (NumPy function, extra trailing literal operands)
-UFUNCS = {
-    "add": (np.add, ()), "sub": (np.subtract, ()), "mul": (np.multiply, ()),
-    "div": (np.divide, ()), "neg": (np.negative, ()), "exp": (np.exp, ()),
-    "log": (np.log, ()), "tanh": (np.tanh, ()), "sqrt": (np.sqrt, ()), "sin": (np.sin, ()),
-    "cos": (np.cos, ()), "abs": (np.absolute, ()), "maximum": (np.maximum, ()),
-    "minimum": (np.minimum, ()), "expm1": (np.expm1, ()), "log1p": (np.log1p, ()),
-    "relu": (np.maximum, (0.0,)),
-}
-ELEMENTWISE = set(UFUNCS)
+
+class _Ufuncs(Mapping):
+    """primitive name -> (NumPy function, extra trailing literal operands), read from the
+    primitives' ``ufunc`` flags at lookup time (every family is registered by then)."""
+
+    def __getitem__(self, name):
+        p = REGISTRY.get(name)
+        if p is None or p.ufunc is None:
+            raise KeyError(name)
+        return p.ufunc
+
+    def __iter__(self):
+        return (name for name, p in REGISTRY.items() if p.ufunc is not None)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+UFUNCS = _Ufuncs()
 # view primitives emitted as the NumPy method itself (primitive -> its one param)
 VIEWS = {"permute": "dims", "reshape": "shape", "expand": "shape"}
 

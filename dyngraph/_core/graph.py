@@ -1,0 +1,207 @@
+"""Graph nodes (ground floor): what one recorded primitive call keeps for the backward pass.
+
+A :class:`Node` holds the primitive, its parameters, the values its rules
+need (input Tensors and/or output *arrays* -- never the output Tensor, so no
+reference cycle forms), and one edge per input: ``(node, output_nr)`` for an
+intermediate result, ``(leaf_tensor, 0)`` for a leaf, or ``None`` when that
+input needs no gradient.  Dropping the last Tensor that reaches a graph frees
+the whole graph by reference counting.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+__all__ = ["Node", "AccumulateGrad", "Meta", "LeafHooks", "RemovableHandle", "FREED"]
+
+FREED = object()  # marks saved values released by a backward pass
+
+
+class Node:
+    """A recorded primitive call (PyTorch's ``grad_fn``)."""
+
+    # Hot attributes are slots; rarely used ones (hooks, retained grads, debug
+    # info, multi-output metadata) live in the lazily created instance dict and
+    # default to the class attributes below, so creating a Node stays cheap.
+    __slots__ = ("prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
+                 "in_meta", "n_out", "__dict__", "__weakref__")
+
+    special = False  # set when hooks / retain_grad / custom backward need the engine's slow path
+    out_vc = None
+    out_meta = None
+    pre_hooks = None
+    post_hooks = None
+    retained = None
+    info = None
+
+    def __init__(self, prim, params, edges):
+        self.prim = prim
+        self.params = params
+        self.edges = edges
+        self.saved = None
+        self.saved_data = None
+        self.saved_versions = None
+        self.out = None
+        self.in_meta = None
+        self.n_out = 1
+
+    # -- PyTorch-compatible introspection ------------------------------------
+    def name(self) -> str:
+        return _backward_name(self.prim.name)
+
+    def __repr__(self) -> str:
+        info = self.info
+        where = ""
+        if isinstance(info, dict):
+            src = info.get("source")
+            if src is None and info.get("traceback"):
+                f = info["traceback"][-1]
+                src = f"{f.filename}:{f.lineno}"
+            if src:
+                where = f" created at {src}"
+        return f"<{self.name()} object at {id(self):#x}{where}>"
+
+    @property
+    def next_functions(self):
+        """``((node_or_AccumulateGrad, output_nr), ...)`` like PyTorch; None for no edge."""
+        out = []
+        for e in self.edges:
+            if e is None:
+                out.append((None, 0))
+            elif isinstance(e[0], Node):
+                out.append(e)
+            else:
+                out.append((AccumulateGrad(e[0]), 0))
+        return tuple(out)
+
+    @property
+    def metadata(self) -> dict:
+        if self.info is None:
+            self.info = {}
+        if not isinstance(self.info, dict):
+            self.info = {"traceback": self.info}
+        return self.info
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node computed its input grads."""
+        self.special = True
+        if self.post_hooks is None:
+            self.post_hooks = []
+        self.post_hooks.append(fn)
+        return RemovableHandle(self.post_hooks, fn=fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; may return replacement grads."""
+        return self._add_pre_hook(-1, fn)
+
+    def _add_pre_hook(self, output_nr: int, fn):
+        self.special = True
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(output_nr, [])
+        hooks.append(fn)
+        return RemovableHandle(hooks, fn=fn)
+
+    @property
+    def saved_tensors_freed(self) -> bool:
+        return self.saved is FREED
+
+
+class Meta:
+    """Shape and dtype of an input whose data a rule does not need."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Meta(shape={self.shape}, dtype={self.dtype})"
+
+
+class AccumulateGrad:
+    """The node that stands for a leaf tensor in ``next_functions``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    @property
+    def next_functions(self):
+        return ()
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+    def __eq__(self, other):
+        return isinstance(other, AccumulateGrad) and other.variable is self.variable
+
+    def __hash__(self):
+        return id(self.variable)
+
+
+class LeafHooks:
+    """Gradient hooks of a leaf tensor: before (``pre``) and after (``post``) accumulation."""
+
+    __slots__ = ("pre", "post")
+
+    def __init__(self):
+        self.pre = []
+        self.post = []
+
+
+class RemovableHandle:
+    """Returned by every ``register_*hook``: ``handle.remove()`` takes the hook out again.
+
+    The one handle class of dyngraph (tensor and node hooks, module hooks,
+    optimizer hooks).  Hooks live in lists (the handle removes its ``fn``) or in
+    dicts keyed by ``handle.id`` (the handle pops its key from each dict).
+    Usable as a context manager: the hook is removed on exit.
+
+    >>> h = x.register_hook(lambda g: g * 2)
+    >>> h.remove()
+    """
+
+    __slots__ = ("id", "_containers", "_fn")
+    _next_id = itertools.count()
+
+    def __init__(self, *containers, fn=None, key=None):
+        self.id = next(RemovableHandle._next_id) if key is None else key
+        self._containers = containers
+        self._fn = fn
+
+    def remove(self) -> None:
+        for c in self._containers:
+            if isinstance(c, list):
+                try:
+                    c.remove(self._fn)
+                except ValueError:
+                    pass
+            else:
+                c.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_NAME_CACHE: dict = {}
+
+
+def _backward_name(prim_name: str) -> str:
+    name = _NAME_CACHE.get(prim_name)
+    if name is None:
+        name = "".join(p[:1].upper() + p[1:] for p in prim_name.split("_")) + "Backward"
+        _NAME_CACHE[prim_name] = name
+    return name
