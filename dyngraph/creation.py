@@ -97,7 +97,42 @@ def _to_array(data, dtype=None, copy: bool = True) -> np.ndarray:
         return np.array(arr, dtype=np_dt, copy=copy or None)
     if np_dt is None:
         np_dt = _infer_np_dtype(data)
-    return np.array(_unwrap_nested(data), dtype=np_dt)
+    try:
+        return np.array(_unwrap_nested(data), dtype=np_dt)
+    except ValueError:
+        msg = _ragged(data)
+        if msg is None:
+            raise
+        raise ValueError(msg) from None
+
+
+def _ragged(data) -> str | None:
+    """PyTorch's message for nested sequences of unequal lengths (None if they are even).
+
+    The expected shape is read along the first elements, then every sequence is checked.
+    """
+    shape = []
+    x = data
+    while isinstance(x, (list, tuple)):
+        shape.append(len(x))
+        if not x:
+            break
+        x = x[0]
+
+    def walk(x, d):
+        if d == len(shape):
+            return f"expected a number, got a sequence at dim {d}" if isinstance(x, (list, tuple)) else None
+        if not isinstance(x, (list, tuple)):
+            return f"expected sequence of length {shape[d]} at dim {d} (got a {type(x).__name__})"
+        if len(x) != shape[d]:
+            return f"expected sequence of length {shape[d]} at dim {d} (got {len(x)})"
+        for e in x:
+            r = walk(e, d + 1)
+            if r is not None:
+                return r
+        return None
+
+    return walk(data, 0)
 
 
 def _finish(arr, device, requires_grad) -> Tensor:

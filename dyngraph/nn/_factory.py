@@ -11,6 +11,14 @@ from .parameter import Parameter
 
 def new_param(shape, device=None, dtype=None) -> Parameter:
     """An uninitialised (zero) parameter; ``reset_parameters`` fills it."""
+    shape = tuple(shape)
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"parameter sizes must be ints, got {d!r} in {list(shape)} (check the "
+                            "layer's size arguments)")
+        if d < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {d}: {list(shape)} "
+                               "(a layer size argument is negative)")
     np_dtype = _dt.default_float_np() if dtype is None else _dt.to_numpy_dtype(dtype)
     t = Tensor._make(np.zeros(tuple(shape), dtype=np_dtype), False, None, 0)
     if device is not None:

@@ -43,6 +43,16 @@ class _ConvNd(Module):
         super().__init__()
         name = type(self).__name__
         nd = self._nd
+        for arg, v in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if isinstance(v, bool) or not hasattr(type(v), "__index__") or v < 0:
+                raise ValueError(f"{name}: {arg} must be a non-negative int, got {v!r}")
+        for arg, v in (("kernel_size", kernel_size), ("stride", stride), ("dilation", dilation)):
+            if any(a <= 0 for a in _ntuple(v, nd)):
+                raise ValueError(f"{name}: {arg} must be positive, got {arg}={v!r}"
+                                 + (" (PyTorch: kernel size should be greater than zero)"
+                                    if arg == "kernel_size" else ""))
+        if not isinstance(padding, str) and any(a < 0 for a in _ntuple(padding, nd)):
+            raise ValueError(f"{name}: padding must be non-negative, got padding={padding!r}")
         if groups <= 0:
             raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels % groups:

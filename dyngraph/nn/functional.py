@@ -458,7 +458,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             f"group_norm: Expected number of channels in input to be divisible by num_groups, "
             f"but got input of shape {list(shape)} and num_groups={num_groups}")
     _require_float(input, "group_norm")
-    x = reshape(input, n, num_groups, -1)
+    # the group size is spelled out (not -1): an empty batch (n = 0) cannot infer it
+    x = reshape(input, n, num_groups, (c // num_groups) * math.prod(shape[2:]))
     y = reshape(bind(layer_norm_p, (x, None, None), {"ndim": 1, "eps": float(eps)}), *shape)
     bshape = (c,) + (1,) * (len(shape) - 2)
     if weight is not None:
@@ -484,7 +485,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     c = shape[1]
     dims = (0,) + tuple(range(2, len(shape)))
     bshape = (1, c) + (1,) * (len(shape) - 2)
-    if training:
+    if training and input._data.size == 0:
+        # PyTorch: an empty batch gives an empty result (zero gradients for weight and
+        # bias) and leaves running_mean / running_var as they are
+        y = input
+    elif training:
         count = input._data.size // c if c else 0
         if count <= 1:
             raise ValueError(

@@ -39,6 +39,9 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
                  dtype=None):
         super().__init__()
+        for arg, v in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(v, bool) or not hasattr(type(v), "__index__") or v < 0:
+                raise ValueError(f"Linear: {arg} must be a non-negative int, got {v!r}")
         self.in_features = in_features
         self.out_features = out_features
         self.weight = new_param((out_features, in_features), device, dtype)
@@ -66,7 +69,11 @@ class Linear(Module):
         except KeyError:  # a reparameterised weight (nn.utils.weight_norm) is a plain attribute
             w = p["weight"] if "weight" in p else self.weight
             b = p["bias"] if "bias" in p else self.bias
-        d = input._data
+        try:
+            d = input._data
+        except AttributeError:  # (free until raised) a list, an ndarray...: PyTorch's message
+            raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}") from None
         wd = w._data
         if d.dtype is not wd.dtype or not d.ndim or d.shape[-1] != wd.shape[1]:
             self._check_input(d, wd)

@@ -65,6 +65,8 @@ class RNNBase(Module):
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
                 f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
                 f"num_layers={num_layers}", stacklevel=2)
+        if not isinstance(input_size, int) or input_size <= 0:
+            raise ValueError(f"{name}: input_size must be a positive int, got {input_size!r}")
         if not isinstance(hidden_size, int) or hidden_size <= 0:
             raise ValueError(f"{name}: hidden_size must be a positive int, got {hidden_size!r}")
         if not isinstance(num_layers, int) or num_layers <= 0:
@@ -174,8 +176,11 @@ class RNNBase(Module):
             raise RuntimeError(
                 f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                 f"got {data._data.shape[-1]}")
-        if 0 in data._data.shape[:1] or not sizes:
-            raise RuntimeError(f"{name}: expected a non-empty sequence, got input of shape {list(data.shape)}")
+        if not sizes:
+            raise RuntimeError(
+                f"{name}: Expected sequence length to be larger than 0 in RNN (got input of shape "
+                f"{list(input.shape)})")
+        # a batch of 0 sequences runs through as is: empty output and states, as in PyTorch
         return data, sizes, b, info
 
     def _state(self, h, b, info, what="hidden"):

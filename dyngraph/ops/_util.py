@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..tensor import Tensor
@@ -56,7 +58,12 @@ def normalize_dims(dim, ndim: int, op: str) -> tuple | None:
     n = max(ndim, 1)
     out = []
     for d in dims:
-        d = int(d)
+        try:
+            d = operator.index(d)  # ints, NumPy ints, 0-d integer tensors; not 1.5 or "a"
+        except TypeError:
+            raise TypeError(
+                f"{op}(): argument 'dim' must be an int or a tuple of ints, not "
+                f"{type(d).__name__} ({d!r})") from None
         if not -n <= d < n:
             raise IndexError(
                 f"{op}: Dimension out of range (expected to be in range of [{-n}, {n - 1}], "

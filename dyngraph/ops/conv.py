@@ -476,6 +476,9 @@ def _conv_nd(op, nd, input, weight, bias, stride, padding, dilation, groups):  #
     stride = _tuple(stride, nd, "stride", op)
     dilation = _tuple(dilation, nd, "dilation", op)
     k = _size(weight)[2:]
+    if any(v == 0 for v in k):
+        raise RuntimeError(f"{op}: kernel size should be greater than zero, but got kernel size "
+                           f"{list(k)} (weight of shape {list(weight.shape)})")
     if isinstance(padding, str):
         if padding == "valid":
             pads = ((0, 0),) * nd

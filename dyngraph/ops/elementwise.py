@@ -1065,10 +1065,16 @@ def _broadcast_error(exc: ValueError, name: str, *operands) -> Exception:
 
 
 def _op(prim):
-    # try/except costs nothing in CPython >= 3.11 unless an exception is raised
+    # try/except costs nothing in CPython >= 3.11 unless an exception is raised.
+    # An operand that is not a number or array-like (a str, None, an object) returns
+    # NotImplemented: Python then tries the other operand's method and, failing that,
+    # raises PyTorch's "unsupported operand type(s) for +: 'Tensor' and 'str'".
     def method(self, other):
         if other.__class__ not in _FAST:
-            other = operand(other)
+            try:
+                other = operand(other)
+            except TypeError:
+                return NotImplemented
         try:
             return bind(prim, (self, other))
         except ValueError as exc:
@@ -1076,7 +1082,10 @@ def _op(prim):
 
     def rmethod(self, other):
         if other.__class__ not in _FAST:
-            other = operand(other)
+            try:
+                other = operand(other)
+            except TypeError:
+                return NotImplemented
         try:
             return bind(prim, (other, self))
         except ValueError as exc:

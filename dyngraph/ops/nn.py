@@ -201,6 +201,10 @@ def linear(input, weight, bias=None):  # noqa: A002
     >>> dg.linear(dg.ones(2, 3), dg.ones(4, 3)).shape
     dyngraph.Size([2, 4])
     """
+    for pos, (arg, t) in enumerate((("input", input), ("weight", weight)), 1):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"linear(): argument '{arg}' (position {pos}) must be Tensor, not "
+                            f"{type(t).__name__}")
     xs, ws = input._data.shape, weight._data.shape
     if weight._data.ndim != 2 or not xs or xs[-1] != ws[1]:
         raise RuntimeError(
