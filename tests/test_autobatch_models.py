@@ -319,3 +319,39 @@ def test_pending_values_survive_an_exception_leaving_the_context():
         raise ValueError("boom")
     assert not is_pending(kept)
     np.testing.assert_allclose(kept.numpy(), np.exp(x.numpy()) * 2.0)
+
+
+def test_example_recursive_model_under_autobatch_equals_hand_batched():
+    from dyngraph.examples import tree_lstm as T
+
+    sents = [T.parse(t) for t in ("(3 (2 (2 a) (3 b)) (4 (3 c) (2 (2 d) (1 e))))", "(1 (0 x) (2 y))",
+                                  "(2 z)", "(4 (4 (3 a) (2 x)) (1 e))")]
+    vocab = T.build_vocab(sents)
+    T.attach_ids(sents, vocab)
+    dg.manual_seed(0)
+    hand = T.BinaryTreeLSTM(len(vocab), emb=6, hidden=5, dropout=0.0).double()
+    rec = T.RecursiveTreeLSTM(len(vocab), emb=6, hidden=5, dropout=0.0).double()
+    rec.load_state_dict(hand.state_dict())
+    b = T.Batch(sents)
+    order = np.argsort(np.concatenate([s.height for s in sents]), kind="stable")
+    loss_h = F.cross_entropy(hand(b), b.labels)
+    loss_h.backward()
+    with dg.autobatch(stats=True) as ab:
+        loss_r = F.cross_entropy(rec.forward_trees(sents), T.post_order_labels(sents))
+        loss_r.backward()
+    assert abs(float(loss_r) - float(loss_h)) < 1e-12
+    for (name, p), q in zip(rec.named_parameters(), hand.parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), err_msg=name, **TOL)
+    assert ab.stats.cells > 0 and not ab.stats.fallbacks
+    assert len(order) == sum(len(s) for s in sents)
+
+
+def test_example_runs_with_autobatch():
+    from dyngraph.examples import tree_lstm as T
+
+    if not os.path.exists(os.path.join(SST, "train.txt")):
+        pytest.skip("SST data not available")
+    res = T.run(SST, epochs=1, batch=10, emb=8, hidden=8, limit_train=30, limit_test=20, quiet=True,
+                autobatch=True)
+    assert "tree-lstm (autobatch)" in res
+    assert np.isfinite(res["tree-lstm (autobatch)"]["losses"][0])

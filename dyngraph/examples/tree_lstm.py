@@ -1,6 +1,6 @@
 """Tree-LSTM sentiment classifier on the Stanford Sentiment Treebank, against bag-of-words.
 
-    python -m dyngraph.examples.tree_lstm [--epochs 4] [--limit-train N] [--limit-test N]
+    python -m dyngraph.examples.tree_lstm [--epochs 4] [--limit-train N] [--limit-test N] [--autobatch]
 
 Each sentence comes with its own binary parse tree, and the network follows
 it: a word's state comes from its embedding, a phrase's state from its two
@@ -16,6 +16,10 @@ treebank is labelled (0..4), so the loss covers all phrases; accuracy is
 reported on the sentence (root) level, fine-grained (5 classes) and binary
 (positive vs negative, neutral sentences excluded, predicted by comparing
 p(3)+p(4) with p(0)+p(1)).
+
+With ``--autobatch`` the same network is also written the naive way
+(:class:`RecursiveTreeLSTM`: recursion over each tree, one sentence at a time) and
+trained inside ``dg.autobatch()``, which batches it without the level bookkeeping.
 
 The same script trains a bag-of-words baseline with the same embeddings size,
 data, epochs and optimiser: a phrase is the mean of its word vectors, then an
@@ -227,6 +231,57 @@ class BinaryTreeLSTM(nn.Module):
         return self.out(self.drop(h_all))
 
 
+class RecursiveTreeLSTM(BinaryTreeLSTM):
+    """The same network written the naive way: one tree at a time, by recursion.
+
+    Run under ``dg.autobatch`` it executes batched anyway (no level bookkeeping by hand):
+    its per-node functions are ``dg.autobatch.cell`` functions, recorded once and replayed
+    as one fused group per tree height.  Same parameters as :class:`BinaryTreeLSTM`, so the
+    two give the same logits (dropout aside: autobatch draws each member's own mask).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.leaf_cell = dg.autobatch.cell(self.leaf_state)
+        self.phrase_cell = dg.autobatch.cell(self.phrase_state)
+
+    def leaf_state(self, x):
+        H = self.hidden
+        g = self.leaf(x)
+        c = dg.sigmoid(g[:, :H]) * dg.tanh(g[:, 2 * H:])
+        return dg.sigmoid(g[:, H:2 * H]) * dg.tanh(c), c
+
+    def phrase_state(self, hl, cl, hr, cr):
+        H = self.hidden
+        g = self.compose(dg.cat([hl, hr], dim=1))
+        i, fl, fr, o, u = (g[:, k * H:(k + 1) * H] for k in range(5))
+        c = dg.sigmoid(i) * dg.tanh(u) + dg.sigmoid(fl) * cl + dg.sigmoid(fr) * cr
+        return dg.sigmoid(o) * dg.tanh(c), c
+
+    def node(self, s: Sentence, k: int, hs: list):
+        if s.word[k] is not None:
+            h, c = self.leaf_cell(self.drop(self.embed(dg.tensor([int(s.ids[k])]))))
+        else:
+            hl, cl = self.node(s, int(s.left[k]), hs)
+            hr, cr = self.node(s, int(s.right[k]), hs)
+            h, c = self.phrase_cell(hl, cl, hr, cr)
+        hs[k] = h
+        return h, c
+
+    def forward_trees(self, sentences) -> dg.Tensor:
+        """Logits of every node, tree after tree in post-order (labels: ``post_order_labels``)."""
+        hs_all = []
+        for s in sentences:
+            hs = [None] * len(s)
+            self.node(s, len(s) - 1, hs)
+            hs_all.extend(hs)
+        return self.out(self.drop(dg.cat(hs_all, dim=0)))
+
+
+def post_order_labels(sentences) -> dg.Tensor:
+    return dg.tensor(np.concatenate([s.label for s in sentences]))
+
+
 class BagOfWords(nn.Module):
     """Mean of the phrase's word vectors -> tanh layer -> classes (order-blind)."""
 
@@ -264,6 +319,55 @@ def evaluate(model, batches) -> dict:
     return {"fine": fine / max(n_fine, 1), "binary": binary / max(n_bin, 1)}
 
 
+def evaluate_recursive(model, sentences) -> dict:
+    """Root accuracy of :class:`RecursiveTreeLSTM` (under ``dg.autobatch``)."""
+    model.eval()
+    fine = binary = n_bin = 0
+    with dg.no_grad(), dg.autobatch():
+        for start in range(0, len(sentences), 100):
+            chunk = sentences[start:start + 100]
+            probs = F.softmax(model.forward_trees(chunk), dim=1).numpy()
+            roots = np.cumsum([len(s) for s in chunk]) - 1
+            probs = probs[roots]
+            y = np.array([s.root_label for s in chunk])
+            fine += int((probs.argmax(1) == y).sum())
+            keep = y != 2
+            pos = probs[:, 3] + probs[:, 4] > probs[:, 0] + probs[:, 1]
+            binary += int((pos[keep] == (y[keep] > 2)).sum())
+            n_bin += int(keep.sum())
+    model.train()
+    return {"fine": fine / max(len(sentences), 1), "binary": binary / max(n_bin, 1)}
+
+
+def fit_recursive(model, train_groups, test_sentences, epochs: int, lr: float, quiet: bool):
+    """Train :class:`RecursiveTreeLSTM` per tree inside ``dg.autobatch`` (one update per group)."""
+    opt = dg.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
+    rng = np.random.default_rng(0)
+    times, cpu_times, losses = [], [], []
+    for epoch in range(epochs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        total = count = 0.0
+        for gi in rng.permutation(len(train_groups)):
+            group = train_groups[gi]
+            with dg.autobatch():
+                loss = F.cross_entropy(model.forward_trees(group), post_order_labels(group))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item()
+            count += 1
+        times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
+        losses.append(total / count)
+        if not quiet:
+            acc = evaluate_recursive(model, test_sentences)
+            print(f"[tree-lstm, autobatch] epoch {epoch + 1}: loss {losses[-1]:.4f}  {times[-1]:.1f}s "
+                  f"wall, {cpu_times[-1]:.1f}s CPU  test fine {acc['fine']:.3f} binary {acc['binary']:.3f}")
+    acc = evaluate_recursive(model, test_sentences)
+    return {"losses": losses, "seconds_per_epoch": sum(times) / len(times),
+            "cpu_seconds_per_epoch": sum(cpu_times) / len(cpu_times), **acc}
+
+
 def fit(model, train_batches, test_batches, epochs: int, lr: float, name: str, quiet: bool):
     opt = dg.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
     rng = np.random.default_rng(0)
@@ -293,7 +397,7 @@ def fit(model, train_batches, test_batches, epochs: int, lr: float, name: str, q
 
 def run(data: str | None = None, epochs: int = 4, batch: int = 25, emb: int = 64, hidden: int = 64,
         lr: float = 3e-3, limit_train: int | None = None, limit_test: int | None = None,
-        seed: int = 0, quiet: bool = False) -> dict:
+        seed: int = 0, quiet: bool = False, autobatch: bool = False) -> dict:
     root = data or default_root()
     train = load_split(root, "train", limit_train)
     test = load_split(root, "test", limit_test)
@@ -313,10 +417,17 @@ def run(data: str | None = None, epochs: int = 4, batch: int = 25, emb: int = 64
         model = cls(len(vocab), emb, hidden)
         results[name] = fit(model, train_batches, test_batches, epochs, lr, name, quiet)
         results[name]["model"] = model
+    if autobatch:
+        # the same network, written per tree, batched by dg.autobatch instead of by hand
+        dg.manual_seed(seed)
+        model = RecursiveTreeLSTM(len(vocab), emb, hidden)
+        groups = [[train[i] for i in order[s:s + batch]] for s in range(0, len(train), batch)]
+        results["tree-lstm (autobatch)"] = fit_recursive(model, groups, test, epochs, lr, quiet)
+        results["tree-lstm (autobatch)"]["model"] = model
     if not quiet:
-        print(f"{'model':14s} {'fine (5 cl.)':>13s} {'binary':>8s} {'s/epoch':>8s} {'CPU s/epoch':>12s}")
+        print(f"{'model':22s} {'fine (5 cl.)':>13s} {'binary':>8s} {'s/epoch':>8s} {'CPU s/epoch':>12s}")
         for name, r in results.items():
-            print(f"{name:14s} {r['fine']:13.3f} {r['binary']:8.3f} {r['seconds_per_epoch']:8.1f} "
+            print(f"{name:22s} {r['fine']:13.3f} {r['binary']:8.3f} {r['seconds_per_epoch']:8.1f} "
                   f"{r['cpu_seconds_per_epoch']:12.1f}")
     return results
 
@@ -332,9 +443,11 @@ def main(argv=None) -> None:
     ap.add_argument("--limit-train", type=int, default=None)
     ap.add_argument("--limit-test", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--autobatch", action="store_true",
+                    help="also train the naive recursive model under dg.autobatch")
     args = ap.parse_args(argv)
     run(args.data, args.epochs, args.batch, args.emb, args.hidden, args.lr, args.limit_train,
-        args.limit_test, args.seed)
+        args.limit_test, args.seed, autobatch=args.autobatch)
 
 
 if __name__ == "__main__":
