@@ -7,6 +7,7 @@ instead of hanging this script.
 
     .venv/bin/python benchmarks/dataloader_faults.py                 # 14 kills + 3 stalls, both libraries
     .venv/bin/python benchmarks/dataloader_faults.py --runs 5 --mb 80 --lib dyngraph
+    .venv/bin/python benchmarks/dataloader_faults.py --lib dyngraph --root /tmp/old   # an old checkout
 
 Cases:
 * ``kill``: a map-style dataset whose every sample is an ``--mb`` MB float32 tensor, two workers,
@@ -37,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def _child(lib: str, case: str, seed: int, mb: int, consume_s: float) -> None:
+def _child(lib: str, case: str, seed: int, mb: int, consume_s: float, root: str) -> None:
     import numpy as np
 
     if lib == "torch":
@@ -47,7 +48,7 @@ def _child(lib: str, case: str, seed: int, mb: int, consume_s: float) -> None:
         def make(n):
             return torch.from_numpy(np.full(n, 1.0, np.float32))
     else:
-        sys.path.insert(0, ROOT)
+        sys.path.insert(0, root)
         import dyngraph as dg
         from dyngraph.data import DataLoader, Dataset
 
@@ -112,9 +113,9 @@ def _child(lib: str, case: str, seed: int, mb: int, consume_s: float) -> None:
     os._exit(0)     # do not wait on leftover workers: the measurement is done
 
 
-def _run_case(lib, case, seed, mb, limit, consume_s):
+def _run_case(lib, case, seed, mb, limit, consume_s, root=ROOT):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", lib, case, str(seed), "--mb", str(mb),
-           "--consume-s", str(consume_s)]
+           "--consume-s", str(consume_s), "--root", root]
     # Output to files, not pipes: a worker left running after the child exits (PyTorch leaves a
     # stuck one behind) would keep a pipe open; the child's own exit is what is timed.
     with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
@@ -154,16 +155,17 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=80)
     ap.add_argument("--limit", type=float, default=30.0, help="seconds before a case counts as a hang")
     ap.add_argument("--consume-s", type=float, default=0.05, help="main-process time per batch")
+    ap.add_argument("--root", default=ROOT, help="where to import dyngraph from (e.g. an older checkout)")
     ap.add_argument("--lib", choices=["dyngraph", "torch", "both"], default="both")
     args = ap.parse_args()
     if args.child:
         lib, case, seed = args.child
-        _child(lib, case, int(seed), args.mb, args.consume_s)
+        _child(lib, case, int(seed), args.mb, args.consume_s, args.root)
         return
     libs = ["dyngraph", "torch"] if args.lib == "both" else [args.lib]
     for lib in libs:
-        kills = [_run_case(lib, "kill", s, args.mb, args.limit, args.consume_s) for s in range(args.runs)]
-        stalls = [_run_case(lib, "stall", s, args.mb, args.limit, args.consume_s) for s in range(args.stalls)]
+        kills = [_run_case(lib, "kill", s, args.mb, args.limit, args.consume_s, args.root) for s in range(args.runs)]
+        stalls = [_run_case(lib, "stall", s, args.mb, args.limit, args.consume_s, args.root) for s in range(args.stalls)]
         counts = {k: sum(r["outcome"] == k for r in kills) for k in ("error", "hang", "finished", "crash")}
         t = sorted(r["after_kill_s"] for r in kills if r.get("after_kill_s") is not None)
         named = sum(bool(r.get("names_pid")) for r in kills)
