@@ -108,6 +108,32 @@ SCRIPT_RUNS = [
 ]
 
 
+def _global_switches(lib) -> dict:
+    """The process-wide switches scripts set in their preamble (restored after each run, so a
+    script's `torch.use_deterministic_algorithms(True)` or `set_num_threads(1)` does not leak
+    into the tests that follow in this process)."""
+    return {"precision": lib.get_float32_matmul_precision(), "threads": lib.get_num_threads(),
+            "deterministic": lib.are_deterministic_algorithms_enabled(), "dtype": lib.get_default_dtype(),
+            "cudnn": {k: getattr(lib.backends.cudnn, k) for k in ("benchmark", "deterministic", "allow_tf32")}}
+
+
+def _restore_switches(lib, saved: dict) -> None:
+    lib.set_float32_matmul_precision(saved["precision"])
+    lib.set_num_threads(saved["threads"])
+    lib.use_deterministic_algorithms(saved["deterministic"])
+    lib.set_default_dtype(saved["dtype"])
+    for k, v in saved["cudnn"].items():
+        setattr(lib.backends.cudnn, k, v)
+
+
+@pytest.fixture
+def restore_switches():
+    saved = {lib: _global_switches(lib) for lib in (torch, dyngraph)}
+    yield
+    for lib, state in saved.items():
+        _restore_switches(lib, state)
+
+
 def _run_script(path: str, args: list, out: str, with_dyngraph: bool) -> dict:
     argv = [*args, "--out", out]
     if with_dyngraph:
@@ -128,7 +154,8 @@ def _run_script(path: str, args: list, out: str, with_dyngraph: bool) -> dict:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("script, args, rtol, random_keys", SCRIPT_RUNS,
                          ids=[f"{s[:3]}-{'-'.join(a).replace('--', '')}" for s, a, _, _ in SCRIPT_RUNS])
-def test_script_runs_unchanged_and_matches_torch(script, args, rtol, random_keys, tmp_path, monkeypatch):
+def test_script_runs_unchanged_and_matches_torch(script, args, rtol, random_keys, tmp_path, monkeypatch,
+                                                 restore_switches):
     monkeypatch.chdir(tmp_path)
     path = os.path.join(SCRIPTS, script)
     expected = _run_script(path, args, str(tmp_path / "torch.json"), with_dyngraph=False)
