@@ -407,15 +407,15 @@ class _MultiProcessIter(_BaseIter):
         code = w.exitcode
         if code is not None and code < 0:
             try:
-                name = signal.Signals(-code).name
-                desc = signal.strsignal(-code) or name
+                desc = signal.strsignal(-code) or signal.Signals(-code).name
             except ValueError:
                 desc = f"signal {-code}"
-            what = f"is killed by signal: {desc}."
+            what = (f"is killed by signal: {desc}. It may have run out of memory (the OOM killer sends "
+                    "SIGKILL) or crashed in native code")
         else:
-            what = f"exited unexpectedly with exit code {code}."
-        return (f"DataLoader worker (pid {w.pid}) {what} It may have run out of memory (the OOM killer "
-                "sends SIGKILL) or crashed in native code; the batch it was producing or sending is lost.")
+            what = (f"exited unexpectedly with exit code {code}. Dataset, collate_fn or worker_init_fn "
+                    "code may have called sys.exit() or os._exit()")
+        return f"DataLoader worker (pid {w.pid}) {what}; the batch it was producing or sending is lost."
 
     def _get_result(self):
         """Wait for the next message from any worker; every wait is bounded (no blocking reads)."""
@@ -440,7 +440,7 @@ class _MultiProcessIter(_BaseIter):
             if self._arrived:
                 continue
             for w in self._workers:
-                if (w.sentinel in ready or not w.is_alive()):
+                if w.sentinel in ready or not w.is_alive():
                     self._fail(self._dead_worker_error(w))
             if deadline is not None and time.monotonic() >= deadline:
                 self._fail(f"DataLoader timed out after {self._timeout} seconds waiting for a batch from "
