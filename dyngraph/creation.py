@@ -570,6 +570,12 @@ def _to_sparse(self: Tensor, sparse_dim=None):
     return to_sparse(self, sparse_dim)
 
 
+def _layout(self: Tensor):
+    from .sparse import strided  # noqa: PLC0415
+
+    return strided
+
+
 def _install_methods() -> None:
     from .ops._util import install  # noqa: PLC0415
 
@@ -587,6 +593,7 @@ def _install_methods() -> None:
     for name in ("is_xpu", "is_mps", "is_meta", "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia",
                  "is_maia", "is_xla", "is_quantized", "is_nested", "is_sparse", "is_sparse_csr"):
         setattr(Tensor, name, property(lambda self: False, doc=f"False: {name[3:]} tensors are not dyngraph's."))
+    Tensor.layout = property(_layout, doc="``dg.strided``: every dense tensor (``dg.sparse`` tensors: ``sparse_coo``).")
     install({"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones,
              "new_empty": new_empty, "new_full": new_full, "normal_": normal_,
              "uniform_": uniform_, "bernoulli_": bernoulli_, "exponential_": exponential_})

@@ -32,6 +32,8 @@ def test_construction_coalesce_and_dense_match_torch():
 
     t, d = _both(run)
     assert t == d
+    assert dg.ones(2).layout is dg.strided and dg.sparse_coo_tensor(IDX, VALS).layout is dg.sparse_coo
+    assert str(dg.strided).split(".")[1] == str(torch.strided).split(".")[1]
     assert repr(dg.sparse_coo_tensor(IDX, VALS, (3, 3)).coalesce()).replace("dyngraph", "torch") == \
         repr(torch.sparse_coo_tensor(IDX, VALS, (3, 3)).coalesce())
     with pytest.raises(RuntimeError, match="out of bounds"):
