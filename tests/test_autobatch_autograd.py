@@ -179,3 +179,15 @@ def test_anomaly_mode_names_the_members_line():
         ys = [dg.sqrt(x * 1.0) for _ in range(3)]       # NaN in the backward of sqrt(-1)
         dg.stack(ys).sum().backward()
     assert "sqrt" in str(err.value).lower() or "Sqrt" in str(err.value)
+
+
+def test_profiler_shows_groups_and_viz_draws_the_batched_graph():
+    W, xs = _setup(6)
+    with dg.profiler.profile(record_shapes=True) as prof, dg.autobatch():
+        loss = dg.stack([dg.tanh(x @ W).sum() for x in xs]).sum()
+        loss.backward()
+    rows = [e for e in prof.key_averages(group_by_input_shape=True) if "tanh" in str(e.key)]
+    assert len(rows) == 1 and rows[0].count == 1          # one call for the six members
+    assert tuple(rows[0].input_shapes[0]) == (6, 1, 3)
+    src = dg.viz.draw(loss).source                          # the batched graph: a few nodes
+    assert 0 < src.count("->") < 12
