@@ -96,12 +96,21 @@ def _mpi():
 def _abort_on_uncaught_exception(exc_type, exc, tb):
     """Print the error, then abort the whole MPI job so other ranks do not hang."""
     rank = _GROUP.rank
-    sys.stderr.write(f"[dyngraph.distributed] rank {rank} raised an uncaught exception; "
-                     "aborting all ranks\n")
-    sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
-    sys.stderr.flush()
+    _report(f"[dyngraph.distributed] rank {rank} raised an uncaught exception; aborting all ranks\n"
+            + "".join(traceback.format_exception(exc_type, exc, tb)))
     if _GROUP.comm is not None:
         _abort(1)
+
+
+def _report(text: str) -> None:
+    """Write ``text`` to stderr in one piece and give the launcher a moment to forward it:
+    output still in flight when ``mpiexec`` kills the job after MPI_Abort is lost."""
+    try:
+        sys.stderr.flush()
+        os.write(2, text.encode(errors="backslashreplace"))
+    except OSError:
+        pass
+    time.sleep(0.2)
 
 
 def _abort(code: int) -> None:
@@ -137,9 +146,8 @@ def _at_exit() -> None:
     if g.broken is not None:
         # A collective failed: requests are still pending and MPI_Finalize would wait for them
         # (and for ranks that are stuck) forever.  End the job; mpiexec reports the failure.
-        sys.stderr.write(f"[dyngraph.distributed] rank {g.rank} exits after a failed collective; "
-                         f"aborting all ranks ({g.broken.splitlines()[0]})\n")
-        sys.stderr.flush()
+        _report(f"[dyngraph.distributed] rank {g.rank} exits after a failed collective; "
+                f"aborting all ranks ({g.broken.splitlines()[0]})\n")
         _abort(1)
     _announce_exit()
 
