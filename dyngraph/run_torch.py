@@ -46,8 +46,21 @@ class MissingTorchModuleError(ModuleNotFoundError):
     """A PyTorch module path the program imports that has no dyngraph counterpart."""
 
 
+# PyTorch submodules whose names dyngraph keeps in one module of another path
+# (``from torch.distributions.normal import Normal`` finds ``dyngraph.distributions.Normal``).
+_LAYOUT = {
+    **{f"torch.distributions.{m}": "dyngraph.distributions"
+       for m in ("normal", "categorical", "bernoulli", "distribution", "kl")},
+    "torch.amp.grad_scaler": "dyngraph.amp",
+    "torch.amp.autocast_mode": "dyngraph.amp",
+    "torch.cuda.amp.grad_scaler": "dyngraph.cuda.amp",
+    "torch.cuda.amp.autocast_mode": "dyngraph.cuda.amp",
+    "torch.optim.adamw": "dyngraph.optim",
+}
+
+
 def _dg_name(torch_name: str) -> str:
-    return "dyngraph" + torch_name[len("torch"):]
+    return _LAYOUT.get(torch_name) or "dyngraph" + torch_name[len("torch"):]
 
 
 def _torch_name(dg_name: str) -> str:
@@ -122,6 +135,11 @@ class _TorchModule(types.ModuleType):
         except AttributeError as exc:
             if attr.startswith("__") and attr.endswith("__"):
                 raise
+            sub = f"{self.__name__}.{attr}"
+            if sub in _LAYOUT:       # a PyTorch submodule kept elsewhere in dyngraph
+                mod = _alias(sub, _resolve(sub))
+                self.__dict__[attr] = mod
+                return mod
             dg_where = getattr(target, "__name__", None) or type(target).__name__
             raise MissingTorchNameError(
                 f"{self.__name__}.{attr} is not provided by dyngraph ({dg_where} has no attribute "

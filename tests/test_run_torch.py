@@ -314,3 +314,21 @@ def test_attention_kernel_choice_and_type_modules(tmp_path):
 
     assert {b.name: int(b) for b in dyngraph.nn.attention.SDPBackend} == \
         {n: int(getattr(ta.SDPBackend, n)) for n in dir(ta.SDPBackend) if n.isupper()}
+
+
+def test_submodules_kept_elsewhere_in_dyngraph(tmp_path):
+    prog = _program(tmp_path, """
+        import torch
+        from torch.distributions.normal import Normal
+        from torch.distributions.categorical import Categorical
+        from torch.amp.grad_scaler import GradScaler
+        from torch.cuda.amp.autocast_mode import autocast
+        from torch.optim.adamw import AdamW
+        result = (Normal, Categorical, GradScaler, AdamW, torch.distributions.kl.kl_divergence)
+    """)
+    r = run_torch.run_path(prog)["result"]
+    assert r == (dyngraph.distributions.Normal, dyngraph.distributions.Categorical, dyngraph.amp.GradScaler,
+                 dyngraph.optim.AdamW, dyngraph.distributions.kl_divergence)
+    prog = _program(tmp_path, "from torch.distributions.normal import NoSuchThing\n", "missing.py")
+    with pytest.raises(run_torch.MissingTorchModuleError, match=r"torch\.distributions\.normal\.NoSuchThing"):
+        run_torch.run_path(prog)
