@@ -480,3 +480,28 @@ def test_modifying_a_saved_input_before_backward_raises():
     x.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.backward()
+
+
+def test_anomaly_mode_on_a_compiled_module_names_the_users_line():
+    """Replays are one node for the whole graph; under anomaly mode compiled calls run eagerly."""
+    import inspect
+
+    class SqrtOfZero(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return (self.lin(x) * 0).sqrt().sum()   # the NaN gradient comes from this line
+
+    line = inspect.getsourcelines(SqrtOfZero.forward)[1] + 1
+    m = SqrtOfZero()
+    cm = dg.compile(m, warn=False)
+    x = dg.randn(4, 3)
+    cm(x).backward()                      # captured (and replayed) outside anomaly mode
+    cm(x).backward()
+    for _ in range(2):
+        with dg.autograd.detect_anomaly(), pytest.raises(RuntimeError) as ei:
+            cm(x).backward()
+        assert f"line {line}, in forward" in str(ei.value) and "op 'mul'" in str(ei.value)
+    assert cm.anomaly_calls == 2 and "anomaly mode" in cm.explain()

@@ -85,6 +85,9 @@ def _explain(self) -> str:
             if b:
                 line += f"; backward: {b.get('nodes_out', 0)} nodes"
             lines.append(line)
+    if self.anomaly_calls:
+        lines.append(f"{self.anomaly_calls} call(s) ran eagerly because anomaly mode was on "
+                     "(so that errors name the op and your line)")
     if self.history:
         lines.append("recaptures / cache events:")
         lines.extend(f"    {h}" for h in self.history)

@@ -307,6 +307,7 @@ class CompiledFunction:
         self.history = []                           # recapture reasons
         self.captures = 0
         self.fallbacks = 0
+        self.anomaly_calls = 0                       # calls run eagerly under anomaly mode
         self._auto_dyn = {}                          # struct -> set of (pos, dim) that changed
         self._explicit_dyn = dynamic
         self._counter = 0
@@ -337,6 +338,11 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if STATE.interpreter is not None:
             # called while another function is being captured (or profiled): inline it
+            return self.fn(*args, **kwargs)
+        if STATE.anomaly:
+            # Anomaly mode is for finding the op and the line that produced NaN/Inf; a replayed
+            # program has neither (one node for the whole graph), so debug runs are eager.
+            self.anomaly_calls += 1
             return self.fn(*args, **kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):
             leaves = list(args)
