@@ -136,10 +136,16 @@ class _TorchModule(types.ModuleType):
             if attr.startswith("__") and attr.endswith("__"):
                 raise
             sub = f"{self.__name__}.{attr}"
-            if sub in _LAYOUT:       # a PyTorch submodule kept elsewhere in dyngraph
-                mod = _alias(sub, _resolve(sub))
-                self.__dict__[attr] = mod
-                return mod
+            if sub in _LAYOUT or hasattr(target, "__path__"):
+                # a submodule PyTorch's package imports eagerly (torch.optim.swa_utils), or one
+                # kept elsewhere in dyngraph: import it now
+                try:
+                    mod = _alias(sub, _resolve(sub))
+                except MissingTorchModuleError:
+                    pass
+                else:
+                    self.__dict__[attr] = mod
+                    return mod
             dg_where = getattr(target, "__name__", None) or type(target).__name__
             raise MissingTorchNameError(
                 f"{self.__name__}.{attr} is not provided by dyngraph ({dg_where} has no attribute "

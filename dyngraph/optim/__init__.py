@@ -21,3 +21,12 @@ from .sgd import SGD
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
            "lr_scheduler"]
 __all__ += ["LBFGS", "RAdam", "Rprop", "ASGD"]
+
+
+def __getattr__(name):
+    # ``swa_utils`` needs dg.nn (AveragedModel is a Module): imported on first use.
+    if name == "swa_utils":
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(".swa_utils", __name__)
+    raise AttributeError(f"module 'dyngraph.optim' has no attribute {name!r}")
