@@ -19,7 +19,13 @@ Rows (training sentences per second, median of ``--rounds`` passes after a warm-
   (batch ``--hand-batch``);
 - ``pytorch``: the recursive code with ``torch``, one update per tree;
 - ``dynet``/``dynet autobatch`` when ``import dynet`` works (``pip install dynet38``);
-- ``single``: one tree per update, eager vs autobatch (nothing to batch: the overhead).
+- ``single``: one tree per update, eager vs autobatch (nothing to batch: the overhead);
+- ``tagger``/``charlm``: a BiLSTM tagger and a character-level LSTM language model over
+  the first 200 sentences (size 64), one sentence per update eagerly vs ``--group``
+  sentences per update under autobatch (``nn.LSTMCell`` steps as cells).
+
+Times are CPU seconds of this process (``time.process_time``): the machine is shared,
+and CPU time is less disturbed by other jobs than wall time.
 """
 
 from __future__ import annotations
@@ -253,6 +259,83 @@ def run_dynet(trees, vocab, size, group, autobatch, rounds):
     return result
 
 
+def run_seq(trees, kind, size, group, batched, rounds):
+    """Per-sentence sequence models: a BiLSTM tagger (a tag per word: its SST label) and a
+    character-level LSTM language model; ``batched``: ``group`` sentences per update inside
+    ``dg.autobatch`` with the LSTMCell steps as cells, else one sentence per update, eager."""
+    import dyngraph as dg
+
+    nn, F = dg.nn, dg.nn.functional
+    dg.manual_seed(0)
+    if kind == "tagger":
+        vocab = {}
+        data = []
+        for t in trees:
+            words = [n for n in t.postorder() if n.word is not None]
+            ids = [vocab.setdefault(n.word, len(vocab)) for n in words]
+            data.append((ids, [n.label for n in words]))
+        emb = nn.Embedding(len(vocab), size)
+        fwd, bwd = nn.LSTMCell(size, size), nn.LSTMCell(size, size)
+        out = nn.Linear(2 * size, 5)
+        mods = [emb, fwd, bwd, out]
+    else:
+        chars = {}
+        data = []
+        for t in trees:
+            text = " ".join(t.leaves())[:80]
+            ids = [chars.setdefault(c, len(chars)) for c in text]
+            data.append((ids[:-1], ids[1:]))
+        emb = nn.Embedding(len(chars), size)
+        fwd = nn.LSTMCell(size, size)
+        bwd = None
+        out = nn.Linear(size, len(chars))
+        mods = [emb, fwd, out]
+    params = [p for m in mods for p in m.parameters()]
+    opt = dg.optim.Adam(params, lr=1e-3)
+    step_f = dg.autobatch.cell(lambda x, h, c: fwd(x, (h, c))) if batched else (lambda x, h, c: fwd(x, (h, c)))
+    step_b = None
+    if bwd is not None:
+        step_b = dg.autobatch.cell(lambda x, h, c: bwd(x, (h, c))) if batched else (lambda x, h, c: bwd(x, (h, c)))
+    zero = dg.zeros(1, size)
+
+    def sentence_loss(ids, ys):
+        xs = [emb(dg.tensor([i])) for i in ids]
+        h = c = zero
+        hf = []
+        for x in xs:
+            h, c = step_f(x, h, c)
+            hf.append(h)
+        if step_b is not None:
+            h = c = zero
+            hb = [None] * len(xs)
+            for k in range(len(xs) - 1, -1, -1):
+                h, c = step_b(xs[k], h, c)
+                hb[k] = h
+            feats = [dg.cat([a, b], dim=1) for a, b in zip(hf, hb, strict=True)]
+        else:
+            feats = hf
+        return F.cross_entropy(out(dg.cat(feats, dim=0)), dg.tensor(ys), reduction="sum")
+
+    def one_pass():
+        t0 = time.process_time()
+        if batched:
+            for s in range(0, len(data), group):
+                with dg.autobatch():
+                    loss = dg.stack([sentence_loss(i, y) for i, y in data[s:s + group]]).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        else:
+            for i, y in data:
+                loss = sentence_loss(i, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return len(data) / (time.process_time() - t0)
+
+    return _rounds(one_pass, rounds)
+
+
 def _rounds(fn, rounds):
     fn()  # warm-up (caches, allocator)
     return statistics.median(fn() for _ in range(rounds))
@@ -266,7 +349,8 @@ def main() -> None:
     ap.add_argument("--hand-batch", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scheduler", default="depth", choices=("depth", "agenda"))
-    ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single")
+    ap.add_argument("--dynet-autobatch", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single,tagger,charlm")
     args = ap.parse_args()
     import dyngraph as dg
 
@@ -292,21 +376,39 @@ def main() -> None:
                      run_hand(trees, args.size, args.hand_batch, args.rounds)))
     if "torch" in want:
         rows.append(("pytorch, per tree", run_torch(trees, vocab, args.size, args.rounds)))
+    if "_dynet" in want:   # a child process: DyNet's autobatch flag is fixed at import
+        print("DYNET", run_dynet(trees, vocab, args.size, args.group, args.dynet_autobatch, args.rounds))
+        return
     if "dynet" in want:
-        try:
-            import dynet_config  # noqa: F401
-            have = True
-        except ImportError:
-            have = False
+        import importlib.util
+        import subprocess
+
+        if importlib.util.find_spec("dynet_config") is None:
             print("dynet: not installed (pip install dynet38); rows skipped")
-        if have:
-            rows.append(("dynet, per tree", run_dynet(trees, vocab, args.size, args.group, False, args.rounds)))
+        else:
+            for ab, name in ((0, "dynet, per tree"), (1, f"dynet autobatch, {args.group} trees per graph")):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--only", "_dynet", "--dynet-autobatch", str(ab),
+                     "--trees", str(args.trees), "--size", str(args.size), "--group", str(args.group),
+                     "--rounds", str(args.rounds)], capture_output=True, text=True, check=False)
+                vals = [line.split()[1] for line in out.stdout.splitlines() if line.startswith("DYNET")]
+                if vals:
+                    rows.append((name, float(vals[0])))
+                else:
+                    print(f"dynet ({name}) failed: {out.stderr.strip()[-300:]}")
     if "single" in want:
         few = trees[: max(1, len(trees) // 5)]
         e = run_dg(few, vocab, args.size, 1, "eager", args.rounds)
         a = run_dg(few, vocab, args.size, 1, "single", args.rounds)
         rows.append(("one tree per update, eager", e))
         rows.append(("one tree per update, autobatch", a))
+    for kind, label in (("tagger", "BiLSTM tagger"), ("charlm", "char-LSTM language model")):
+        if kind in want:
+            few = trees[: min(len(trees), 200)]
+            e = run_seq(few, kind, 64, args.group, False, args.rounds)
+            a = run_seq(few, kind, 64, args.group, True, args.rounds)
+            rows.append((f"{label}, eager per sentence", e))
+            rows.append((f"{label}, autobatch + cells ({a / e:.1f}x its eager)", a))
     base = dict(rows).get("pytorch, per tree")
     print(f"Tree-LSTM, SST train first {len(trees)} trees, size {args.size}, float32, one thread")
     print(f"{'code':52s} {'sent/s':>9s} {'vs pytorch':>11s}")

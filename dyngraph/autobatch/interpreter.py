@@ -421,7 +421,7 @@ class Autobatcher(Interpreter):
             tmpl = cache.get(key)
         except TypeError:   # unhashable non-tensor arguments: inline
             return fn(*args, **kwargs)
-        if tmpl is None or (tmpl is not False and not tmpl.alive()):
+        if tmpl is None or (tmpl is not False and tmpl.weak and not tmpl.alive()):
             try:
                 tmpl = build(self, fn, name, args, kwargs)
             except NotTraceableError as exc:
@@ -756,7 +756,7 @@ class Autobatcher(Interpreter):
                                           f"({_describe(args, batched)})", B)
             elif B > 1 and st is not None:
                 st.fallback(prim, prim.batch_reason or "no batching rule", B)
-            if not done and B == 1 and prim is _STACK and len(n0.args) > 2:
+            if not done and B == 1 and (prim is _STACK or prim is _CAT) and len(n0.args) > 2:
                 done = self._stack_gathered(n0)
             if not done:
                 run = prim.run_member if type(prim) is Template else None
@@ -777,21 +777,27 @@ class Autobatcher(Interpreter):
         return time.perf_counter() - t0
 
     def _stack_gathered(self, n) -> bool:
-        """``stack`` of many members' values (a per-instance loss list): one index op per
-        source group instead of one slice per input (forward and backward)."""
+        """``stack`` (or ``cat`` along dim 0) of many equal-shaped values (a loss list, the
+        states of a sequence): one index op per source group instead of one slice per input,
+        forward and backward."""
         refs = list(n.args)
-        dt = None
+        dt = shape = None
         for r in refs:
             d = r if type(r) is Lazy else getattr(r, "_data", None)
             if d is None:
                 return False
             if dt is None:
-                dt = d.dtype
-            elif d.dtype != dt:
+                dt, shape = d.dtype, d.shape
+            elif d.dtype != dt or d.shape != shape:
                 return False
+        if n.prim is _CAT and (not shape or n.params.get("dim", 0) % len(shape) != 0):
+            return False
         x, batched = self._gather(refs, len(refs))
         if not batched:
             return False
+        if n.prim is _CAT:     # cat along dim 0 of equal shapes: the gathered rows, merged
+            n.result = bind(REGISTRY["reshape"], (x,), {"shape": (-1, *shape[1:])})
+            return True
         nd = x._data.ndim
         d = n.params.get("dim", 0) % nd
         if d:
@@ -961,6 +967,7 @@ class _Named:
 
 
 _STACK = REGISTRY["stack"]
+_CAT = REGISTRY["cat"]
 
 
 def _seq(n):
