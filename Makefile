@@ -13,7 +13,7 @@ $(VENV)/.base: pyproject.toml setup.py dyngraph/_speedups.c
 
 $(VENV)/.test: $(VENV)/.base
 	$(PIP) install -e ".[onnx,viz,distributed]" "torch==2.13.0" "pytest>=8" "pytest-xdist>=3" \
-		"hypothesis>=6" "ruff>=0.5" "tensorboard>=2.14"
+		"hypothesis>=6" "ruff>=0.5" "tensorboard>=2.14" "import-linter>=2"
 	touch $@
 
 demo: $(VENV)/.base
@@ -28,6 +28,7 @@ PURE_TESTS := tests/test_ops.py tests/test_autograd_engine.py tests/test_autogra
 test: $(VENV)/.test
 	$(PY) -m pytest -n 2 tests
 	DYNGRAPH_PURE_PYTHON=1 $(PY) -m pytest -n 2 $(PURE_TESTS)
+	$(VENV)/bin/lint-imports
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check dyngraph tests benchmarks

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
-from ._core.graph import LeafHooks, RemovableHandle
+from ._core.graph import LeafHooks, RemovableHandle, retain_grad_ref
 from ._core.state import STATE, concrete, set_grad
 from .backend import device as _device
 from .backend import device_of, move_to
@@ -160,8 +160,6 @@ class Tensor:
             if not self._rg:
                 raise RuntimeError("can't retain_grad on a Tensor that has requires_grad=False")
             return
-        from .autograd.engine import retain_grad_ref  # noqa: PLC0415
-
         retain_grad_ref(self._fn, self._nr, self)
 
     def register_hook(self, hook):
@@ -198,15 +196,6 @@ class Tensor:
         if self._hooks is None:
             self._hooks = LeafHooks()
         return self._hooks
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
-        """Accumulate d(self)/d(leaf) into each leaf's ``.grad``.
-
-        ``gradient`` is required unless ``self`` holds one element.
-        """
-        from .autograd import backward  # noqa: PLC0415
-
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data, cut from the graph."""

@@ -59,8 +59,6 @@ ALLOWED = {
     ("ops/inplace.py", "share_memory_"): "moves the array into shared memory (same values)",
     ("ops/inplace.py", "is_shared"): "inspects the array's buffer, not its values",
     ("ops/shape.py", "_view_inplace"): "x.unsqueeze_(): x takes the view's array",
-    ("ops/registry.py", "_bind_py"): "the dispatcher itself",
-    ("ops/registry.py", "_mark_view"): "memory overlap of a view with its base",
     # -- raw buffer/parameter updates outside primitives (version counters bumped, so
     #    graph capture sees the write and runs the call eagerly) --------------------------
     ("nn/functional.py", "_update_running"): "BatchNorm running statistics",

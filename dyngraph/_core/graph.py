@@ -11,8 +11,14 @@ the whole graph by reference counting.
 from __future__ import annotations
 
 import itertools
+import os
+import traceback
+import weakref
 
 __all__ = ["Node", "AccumulateGrad", "Meta", "LeafHooks", "RemovableHandle", "FREED"]
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES_DIR = os.path.join(_PKG_DIR, "examples") + os.sep
 
 FREED = object()  # marks saved values released by a backward pass
 
@@ -205,3 +211,20 @@ def _backward_name(prim_name: str) -> str:
         name = "".join(p[:1].upper() + p[1:] for p in prim_name.split("_")) + "Backward"
         _NAME_CACHE[prim_name] = name
     return name
+
+
+def retain_grad_ref(node, nr, t) -> None:
+    """``t.retain_grad()`` on output ``nr`` of ``node``: the engine fills ``t.grad`` (weakly)."""
+    node.special = True
+    if node.retained is None:
+        node.retained = {}
+    node.retained[nr] = weakref.ref(t)
+
+
+def capture_stack():
+    """The creation stack of a node (anomaly mode), without dyngraph's own frames."""
+    frames = traceback.extract_stack()[:-1]
+    # the bundled examples (dyngraph/examples) are user code, not library frames
+    user = [f for f in frames if not f.filename.startswith(_PKG_DIR)
+            or f.filename.startswith(_EXAMPLES_DIR)]
+    return {"traceback": user or frames}

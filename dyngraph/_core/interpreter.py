@@ -58,7 +58,7 @@ Example (count calls, compute as usual)::
 
 from __future__ import annotations
 
-from ..ops.registry import eager
+from .registry import eager
 from .state import STATE
 
 __all__ = ["Interpreter", "interpreting", "push", "pop", "stack", "eager"]

@@ -18,8 +18,8 @@ the same way everywhere.
 
 from __future__ import annotations
 
-from ..ops.registry import REGISTRY, missing_rule
 from .graph import Meta
+from .registry import REGISTRY, missing_rule
 
 __all__ = ["fit", "node_rule_inputs", "rule_inputs", "missing_rule"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
+from ..tensor import Tensor
 from .engine import run_backward
 from .grad_mode import (
     enable_grad,
@@ -19,8 +19,6 @@ __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
 
 
 def _as_list(x) -> list:
-    Tensor = _tensor.Tensor
-
     if isinstance(x, Tensor):
         return [x]
     if x is None:
@@ -29,8 +27,6 @@ def _as_list(x) -> list:
 
 
 def _make_grads(outputs, grad_outputs, create_graph):
-    Tensor = _tensor.Tensor
-
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -84,8 +80,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> (dx,) = dg.autograd.grad(x ** 3, x, create_graph=True)   # 12
     >>> (dxx,) = dg.autograd.grad(dx, x)                         # 12 (= 6x)
     """
-    Tensor = _tensor.Tensor
-
     single = isinstance(inputs, Tensor)
     outs = _as_list(outputs)
     ins = _as_list(inputs)
@@ -109,6 +103,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     _ = single
     return tuple(result)
 
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    """Accumulate d(self)/d(leaf) into each leaf's ``.grad``.
+
+    ``gradient`` is required unless ``self`` holds one element.
+
+    >>> (x * x).sum().backward()
+    """
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+# Tensor.backward lives with the engine (autograd sits above tensor.py)
+_tensor_backward.__name__ = _tensor_backward.__qualname__ = "backward"
+Tensor.backward = _tensor_backward
 
 from . import forward_ad, functional, graph  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly  # noqa: E402,F401

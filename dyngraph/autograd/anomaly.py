@@ -7,30 +7,17 @@ names the op and shows the line of user code that created it.
 
 from __future__ import annotations
 
-import os
 import traceback
 
 import numpy as np
 
+from .._core.graph import capture_stack  # noqa: F401  (re-exported: the node-creation stack)
 from .grad_mode import STATE
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_EXAMPLES_DIR = os.path.join(_PKG_DIR, "examples") + os.sep
-
-
 def is_anomaly_enabled() -> bool:
     return STATE.anomaly
-
-
-def capture_stack():
-    """The creation stack, without dyngraph's own frames."""
-    frames = traceback.extract_stack()[:-1]
-    # the bundled examples (dyngraph/examples) are user code, not library frames
-    user = [f for f in frames if not f.filename.startswith(_PKG_DIR)
-            or f.filename.startswith(_EXAMPLES_DIR)]
-    return {"traceback": user or frames}
 
 
 def describe_source(node) -> str | None:

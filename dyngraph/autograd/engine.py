@@ -17,15 +17,13 @@ Tensors under grad mode, recording the differentiable graph of the gradient.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from .. import tensor as _tensor  # module object: Tensor is looked up at call time (import cycle)
 from .._core.graph import FREED, Node
+from .._core.registry import _as_array
 from .._core.rules import fit, missing_rule, node_rule_inputs
 from .._core.state import STATE, set_grad
-from ..ops.registry import _as_array
+from ..tensor import Tensor
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
     import os as _os
@@ -71,8 +69,6 @@ def run_backward(roots, root_grads, retain_graph, create_graph, inputs=None,
 def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
               accumulate=True, allow_unused=False):
     """The engine proper (see :func:`run_backward`)."""
-    Tensor = _tensor.Tensor
-
     root_edges = []
     for i, r in enumerate(roots):
         if not r._rg:
@@ -300,8 +296,6 @@ def _add_to_buffer(buffers, v, nr, g):
 
 
 def _wrap(a):
-    Tensor = _tensor.Tensor
-
     return Tensor._make(a, False, None, 0)
 
 
@@ -494,8 +488,6 @@ def _apply_rules(node, prim, saved, g, create_graph):
         if node.out_vc is not None and node.out_vc[0] != 0:
             raise _saved_error(node, "output", 0, out, 0, node.out_vc[0])
         if create_graph:
-            Tensor = _tensor.Tensor
-
             if node.n_out == 1:
                 out = Tensor._make(out, True, node, 0)
             else:
@@ -552,10 +544,3 @@ def queue_callback(fn) -> None:
     if STATE.backward_callbacks is None:
         STATE.backward_callbacks = []
     STATE.backward_callbacks.append(fn)
-
-
-def retain_grad_ref(node, nr, t):
-    node.special = True
-    if node.retained is None:
-        node.retained = {}
-    node.retained[nr] = weakref.ref(t)

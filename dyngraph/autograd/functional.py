@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..ops.shape import stack
 from .grad_mode import STATE
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
@@ -158,22 +159,7 @@ def _const(arr):
 
 def _stack(rows):
     """Stack equally shaped tensors along a new first dim (differentiably)."""
-    import dyngraph  # noqa: PLC0415
-
-    stack = getattr(dyngraph, "stack", None)
-    if stack is not None:
-        return stack(rows)
-    if not any(r.requires_grad for r in rows):
-        return _const(np.stack([r._data for r in rows]))
-    # Without a stack primitive: sum of outer products e_k ⊗ row_k (add/mul/reshape only).
-    n = len(rows)
-    total = None
-    for k, r in enumerate(rows):
-        e = np.zeros((n,) + (1,) * r.ndim, r._data.dtype)
-        e[k] = 1
-        term = _const(e) * r.reshape((1,) + tuple(r.shape))
-        total = term if total is None else total + term
-    return total
+    return stack(rows)
 
 
 # -- public functions ------------------------------------------------------------

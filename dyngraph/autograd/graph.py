@@ -2,7 +2,8 @@
 
 The node classes live on the ground floor (:mod:`dyngraph._core.graph`); this
 module re-exports them with PyTorch's module name and adds :func:`walk` and
-:func:`record_source`, which need the floors above.
+:func:`walk`, which needs the anomaly module.  (Recording source lines is
+``dg.viz.record_source``: the viz floor sits above autograd.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ def walk(t):
 
     Each entry is ``(depth, node)``; leaves appear as :class:`AccumulateGrad`.
     Where the node recorded its source (anomaly mode or
-    ``dg.autograd.graph.record_source(True)``, the same switch as
-    ``dg.viz.record_source``) the line is in ``node.metadata["source"]``.
+    ``dg.viz.record_source(True)``) the line is in ``node.metadata["source"]``.
 
     >>> for depth, node in dg.autograd.graph.walk(loss):
     ...     print("  " * depth, node.name())
@@ -48,10 +48,3 @@ def walk(t):
         if isinstance(node, Node):
             node.metadata.setdefault("source", describe_source(node))
     return result
-
-
-def record_source(mode: bool = True):
-    """Record the user's source line for every new node (alias of ``dg.viz.record_source``)."""
-    from ..viz.record import record_source as _record_source  # noqa: PLC0415
-
-    return _record_source(mode)

@@ -22,9 +22,17 @@ from ..ops.registry import REGISTRY
 from ..tensor import Tensor
 from .ir import Node, Var
 
-__all__ = ["reverse", "run_vjp", "VJP_PREFIX"]
+__all__ = ["reverse", "run_vjp", "VJP_PREFIX", "Uncapturable"]
 
 VJP_PREFIX = "vjp:"
+
+
+class Uncapturable(Exception):  # noqa: N818
+    """The function did something a static graph cannot replay (message says what).
+
+    Defined here, below the tracer (which re-exports it), so reverse mode and the
+    tracer do not import each other.
+    """
 
 
 def _arr(x):
@@ -56,8 +64,6 @@ def reverse(tr, roots, sources, nodes=None):
 
     Records into ``tr.graph``; returns {source vid: Tensor or None}.
     """
-    from .tracer import Uncapturable  # noqa: PLC0415
-
     nodes = list(tr.fwd.nodes if nodes is None else nodes)
     src = set(sources)
     grads = {}
@@ -107,8 +113,6 @@ def reverse(tr, roots, sources, nodes=None):
 
 
 def _one_rule(tr, n, prim, i, g):
-    from .tracer import Uncapturable  # noqa: PLC0415
-
     T = tr.tensor_of
     args = [T(a.id) if type(a) is Var else a for a in n.args]
     inputs = rule_inputs(prim, args)

@@ -37,13 +37,10 @@ from .._core.state import STATE
 from ..autograd.graph import Node as _ANode
 from ..ops.registry import REGISTRY, eager, promote_arrays
 from ..tensor import Tensor
+from .autodiff import Uncapturable, reverse
 from .ir import Graph, Node, Var
 
 __all__ = ["Tracer", "Uncapturable", "Capture", "capture", "flatten", "unflatten"]
-
-class Uncapturable(Exception):  # noqa: N818
-    """The function did something a static graph cannot replay (message says what)."""
-
 
 def _version(t) -> int:
     vc = t._vc
@@ -432,8 +429,6 @@ class Tracer(Interpreter):
             self.stop(str(exc))
             return orig(roots, root_grads, retain_graph, create_graph, inputs=inputs,
                         accumulate=accumulate, allow_unused=allow_unused)
-        from .autodiff import reverse  # noqa: PLC0415
-
         self.in_backward += 1
         try:
             res = reverse(self, pairs, src)
@@ -718,8 +713,6 @@ def _closure_cells(fn) -> set:
 
 
 def _build_backward(tr, cap, outs, diff, sources, out_vids):
-    from .autodiff import reverse  # noqa: PLC0415
-
     bwd = Graph()
     out_pairs = [(tr.lookup(outs[i]), i) for i in diff]
     src = [tr.lookup(t) for _, t in sources]

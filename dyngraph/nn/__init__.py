@@ -13,28 +13,12 @@ from .layers import *  # noqa: F401,F403
 from .module import Module  # noqa: F401
 from .parameter import Buffer, Parameter, UninitializedParameter  # noqa: F401
 
-# Layers built by other owners; each file may not exist yet, so their absence
-# never breaks `dg.nn`.
-try:
-    from .conv import *  # noqa: F401,F403
-except ImportError:
-    pass
-try:
-    from .pooling import *  # noqa: F401,F403
-except ImportError:
-    pass
-try:
-    from .upsampling import *  # noqa: F401,F403
-except ImportError:
-    pass
-try:
-    from .rnn import *  # noqa: F401,F403
-except ImportError:
-    pass
-try:
-    from .transformer import *  # noqa: F401,F403
-except ImportError:
-    pass
+# plain imports: a layer file that fails to import is an error, never a silently missing layer
+from .conv import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .upsampling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
+from .transformer import *  # noqa: F401,F403
 
 # PyTorch's module layout (``torch.nn.modules.dropout.Dropout``) and ``nn.DataParallel``.
 from . import modules, parallel  # noqa: E402,F401

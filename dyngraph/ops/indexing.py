@@ -40,8 +40,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import return_types as _rt
+from .._core.graph import Meta
 from .._core.state import STATE, concrete
-from ..autograd.graph import Meta
 from ..tensor import Tensor, _wrap_dim
 from ._util import as_tensor_arg, install
 from .inplace import _check_target, apply_inplace, bump_version

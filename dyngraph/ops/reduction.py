@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import return_types as _rt
-from ..autograd.grad_mode import STATE
+from .._core.state import STATE
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import shape as _shape

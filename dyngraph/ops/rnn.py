@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.grad_mode import enable_grad
 from ..tensor import Tensor
 from .elementwise import tanh_p
 from .registry import Primitive, bind, primitive
@@ -125,7 +126,6 @@ class _FusedRecurrent(Primitive):
 
     def _higher_order(self, node, grads):
         from ..autograd import grad as _grad  # noqa: PLC0415
-        from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
 
         idx = [i for i, e in enumerate(node.edges) if e is not None]
         with enable_grad():
@@ -250,7 +250,6 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reve
 
 def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     """The same layer as differentiable primitives (used for higher-order gradients)."""
-    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
     from . import elementwise as E  # noqa: N812,PLC0415
 
     hsz = c0.shape[1]
@@ -386,7 +385,6 @@ def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False)
 
 
 def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
-    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
     from . import elementwise as E  # noqa: N812,PLC0415
 
     hsz = h0.shape[1]
@@ -463,7 +461,6 @@ def _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonli
 
 
 def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
-    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
     from . import elementwise as E  # noqa: N812,PLC0415
 
     act = E.tanh if nonlinearity == "tanh" else E.relu

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.state import concrete
+from .._core.state import STATE, concrete
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
 from ._util import install, normalize_dims
@@ -1207,7 +1207,6 @@ def _view_inplace(fn, name):
     """``x.unsqueeze_(0)`` and friends: ``x`` itself takes the new shape (a view of the
     same memory) and, inside a graph, the view's node; the version counter is bumped."""
     def method(self, *args, **kwargs):
-        from ..autograd.grad_mode import STATE  # noqa: PLC0415
         from .inplace import _check_target, bump_version  # noqa: PLC0415
 
         _check_target(self, name)

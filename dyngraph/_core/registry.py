@@ -1,0 +1,461 @@
+"""The primitive registry and the single dispatch path (ground floor).
+
+A :class:`Primitive` is defined once: its array-level forward (``impl``), one
+vector-Jacobian rule per differentiable input, and what those rules need kept
+alive (inputs and/or the output).  Every consumer -- eager autograd,
+higher-order gradients, graph capture, ONNX export, visualisation -- reads the
+same object from :data:`REGISTRY`.
+
+Rules are written with operators and primitives, never with NumPy-only
+calls, so the same rule runs on raw arrays during an ordinary ``backward()``
+(fast, nothing recorded) and on Tensors under ``create_graph=True`` (where it
+records a differentiable graph: gradients of gradients for free).  Calling a
+primitive object directly does exactly that switch: arrays in -> ``impl``;
+any Tensor in -> :func:`bind`.
+
+Example::
+
+    @primitive("tanh", save_output=True, promote="float")
+    def tanh(x):
+        return np.tanh(x)
+
+    tanh.defvjp(lambda g, out, x: g * (1 - out * out))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+from .graph import Meta, Node, capture_stack
+from .state import STATE
+
+__all__ = ["Primitive", "primitive", "bind", "REGISTRY", "EMPTY"]
+
+EMPTY: dict = {}
+REGISTRY: dict[str, Primitive] = {}
+
+_NUMBER_TYPES = (int, float, bool)
+
+
+class Primitive:
+    """One primitive operation: forward on arrays plus its derivative rules.
+
+    Attributes:
+        name: unique name (``"add"``, ``"matmul"``...), also the registry key.
+        impl: ``impl(*arrays, **params) -> array`` (or a tuple for multi-output).
+        vjp_rules: one rule per input, ``rule(g, out, *inputs, **params)``
+            returning the gradient for that input (``None`` where an input is
+            not differentiable).  ``None`` when the primitive is not differentiable.
+        vjp_argnum: alternative for variadic primitives,
+            ``rule(argnum, g, out, *inputs, **params)``.
+        save_for: optional refinement of ``save_inputs``: ``save_for[i]`` lists
+            the inputs that the rule of input ``i`` reads; inputs that no rule
+            needed in this call reads are not saved (they reach the rules as None).
+        save_inputs / save_output: what the rules read.  Inputs that are not
+            saved reach the rules as ``None``, or as a :class:`Meta` (shape and
+            dtype only) when ``meta=True``, so their data can be freed early.
+        promote: ``None`` (inputs used as given), ``"same"`` (tensors and Python
+            scalars promoted to one dtype, PyTorch rules) or ``"float"`` (same,
+            then integers become the default float dtype).
+        promote_from: first argument position that takes part in promotion.
+        broadcasts: gradients of inputs are summed back to each input's shape.
+        n_outputs: number of outputs (``-1``: decided per call, e.g. ``split``).
+        is_view: the output shares memory with input 0 (reshape, transpose...).
+        ufunc: ``(numpy_function, extra_literals)`` when the forward on same-dtype
+            float arrays is exactly that NumPy call (graph fusion emits it directly).
+        random: draws random numbers.
+        pure: same inputs and params give the same output, without side effects
+            (False for random primitives); graph passes fold/merge/remove only pure calls.
+    """
+
+    __slots__ = (
+        "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
+        "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
+        "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
+        "ufunc", "random", "pure",
+    )
+
+    def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
+                 promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
+                 differentiable=True, nondiff_argnums=(), meta=False, save_for=None,
+                 ufunc=None, random=False, pure=None):
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is defined twice")
+        self.name = name
+        self.impl = impl
+        self.vjp_rules = None
+        self.vjp_argnum = None
+        self.save_inputs = save_inputs
+        self.save_output = save_output
+        self.promote = promote
+        self.promote_from = promote_from
+        self.broadcasts = broadcasts
+        self.n_outputs = n_outputs
+        self.is_view = is_view
+        self.differentiable = differentiable
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        # rules read the shapes/dtypes of unsaved inputs from Meta stand-ins; broadcasting
+        # primitives get them only where a gradient needs fitting (see ``record``)
+        self.meta = bool(meta)
+        # save_for[i] = the inputs the rule of input i reads; inputs no needed rule
+        # reads are not kept (x * 2.0 keeps nothing of x, as in PyTorch)
+        self.save_for = tuple(tuple(x) for x in save_for) if save_for is not None else None
+        self.doc = impl.__doc__
+        # facts the graph passes read (jit/passes): the NumPy ufunc the forward is, with any
+        # trailing literal operands (``relu`` is ``np.maximum(x, 0.0)``), for fusion; whether
+        # it draws random numbers; whether it is pure (same inputs, same output, no side
+        # effect): impure calls are never folded, merged or removed
+        if ufunc is not None and not isinstance(ufunc, tuple):
+            ufunc = (ufunc,)
+        self.ufunc = None if ufunc is None else (ufunc[0], tuple(ufunc[1:]))
+        self.random = bool(random)
+        self.pure = (not random) if pure is None else bool(pure)
+        # automatic batching (dg.autobatch): ``batch(B, args, batched, params)`` runs the
+        # primitive once for B members; see ``defbatch``
+        self.batch = None
+        self.batchable = None
+        self.batch_reason = None
+        REGISTRY[name] = self
+
+    # -- rule registration -------------------------------------------------
+    def defvjp(self, *rules):
+        """Register one vjp rule per input (``None`` for a non-differentiable input)."""
+        self.vjp_rules = tuple(rules)
+        return self
+
+    def defvjp_argnum(self, rule):
+        """Register one rule ``rule(argnum, g, out, *inputs, **params)`` for all inputs."""
+        self.vjp_argnum = rule
+        return rule
+
+    def defbatch(self, rule=None, *, fallback: str | None = None, eager: str | None = None,
+                 eager_if=None):
+        """Register how ``dg.autobatch`` runs this primitive for B members at once.
+
+        ``rule(B, args, batched, params)`` gets the inputs with a leading member axis
+        where ``batched[i]`` is true (others are shared by all members) and returns the
+        output(s) with a leading member axis, or ``NotImplemented`` to run the members
+        one by one.  ``fallback=reason``: always member by member (listed in the
+        stats).  ``eager=reason``: the output shape depends on values, so the inputs
+        are evaluated and the call runs at once when it is recorded; ``eager_if(args)``
+        returns such a reason for some calls only (None otherwise).
+        """
+        self.batch = rule
+        self.batchable = "eager" if eager else (False if fallback else (eager_if or True))
+        self.batch_reason = eager or fallback
+        return rule
+
+    @property
+    def has_vjp(self) -> bool:
+        return self.vjp_rules is not None or self.vjp_argnum is not None
+
+    def vjp(self, argnum, g, out, inputs, params):
+        """Gradient for input ``argnum`` (arrays or Tensors, depending on the caller)."""
+        rules = self.vjp_rules
+        if rules is not None:
+            if argnum >= len(rules) or rules[argnum] is None:
+                raise missing_rule(self, argnum)
+            return rules[argnum](g, out, *inputs, **params)
+        if self.vjp_argnum is not None:
+            return self.vjp_argnum(argnum, g, out, *inputs, **params)
+        raise missing_rule(self)
+
+    # -- calling -----------------------------------------------------------
+    def __call__(self, *args, **params):
+        """Arrays in: run ``impl``.  Any Tensor in: dispatch through :func:`bind`."""
+        for a in args:
+            if isinstance(a, Tensor):
+                return bind(self, args, params)
+        return self.impl(*args, **params)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+def missing_rule(prim, argnum=None) -> NotImplementedError:
+    """The one error for a primitive input without a derivative rule (callers raise it).
+
+    "No gradient" is a rule returning ``None``; this is for rules never written.
+    """
+    name = getattr(prim, "name", type(prim).__name__)
+    if argnum is None:
+        return NotImplementedError(f"the derivative of '{name}' is not implemented")
+    return NotImplementedError(
+        f"the derivative of '{name}' with respect to argument {argnum} is not implemented")
+
+
+def primitive(name: str, **options) -> Callable[[Callable], Primitive]:
+    """Decorator that turns an array function into a registered :class:`Primitive`."""
+
+    def wrap(impl):
+        return Primitive(name, impl, **options)
+
+    return wrap
+
+
+# --------------------------------------------------------------------------
+# dispatch
+# --------------------------------------------------------------------------
+
+def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
+    """Apply ``prim`` to ``args`` (Tensors and Python numbers) with ``params``.
+
+    The one entry point for every primitive call: it hands the call to the
+    innermost interpreter (graph capture installs one) or runs it eagerly --
+    compute now, and record a graph node when grad mode is on and an input
+    requires grad.  This is the hot path of the framework: keep it short.
+    """
+    state = STATE
+    if state.interpreter is not None:
+        return state.interpreter.process(prim, args, params)
+    datas = []
+    need = False
+    for a in args:
+        if isinstance(a, Tensor):
+            datas.append(a._data)
+            if a._rg:
+                need = True
+        else:
+            datas.append(a)
+    promote = prim.promote
+    if promote is not None:
+        # fast exits: one floating input, or two arrays of one dtype
+        if len(datas) == 1:
+            d = datas[0].dtype
+            if d.kind != "f" and (promote == "float" or d.kind == "b" and prim.name == "neg"):
+                datas = promote_arrays(prim, datas)
+        elif len(datas) != 2 or prim.promote_from or type(datas[0]) is not type(datas[1]) \
+                or datas[0].dtype is not datas[1].dtype or (promote == "float" and datas[0].dtype.kind != "f"):
+            datas = promote_arrays(prim, datas)
+    try:
+        out = prim.impl(*datas, **params) if params else prim.impl(*datas)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, args, params, exc) from exc
+    return _finish(prim, args, datas, params, out, need)
+
+
+def _finish(prim: Primitive, args: tuple, datas: list, params: dict, out, need: bool):
+    """The tail of eager ``bind`` once the forward ran: record a node or wrap the result.
+
+    Also where the C accelerator hands over a result it does not handle (a non-float
+    output of a differentiable call, a non-ndarray result), so no forward runs twice.
+    """
+    if need and prim.differentiable and STATE.grad_enabled:
+        return record(prim, args, datas, params, out)
+    if prim.n_outputs == 1:
+        if type(out) is not np.ndarray:
+            out = _as_array(out)
+        t = _new(Tensor)
+        t._data = out
+        t._rg = False
+        t._fn = None
+        t._nr = 0
+        t._grad = None
+        t._vc = None
+        t._base = None
+        t._hooks = None
+        if prim.is_view:
+            _mark_view(t, args[0])
+        return t
+    return tuple(_wrap_plain(o) for o in out)
+
+
+def eager(prim: Primitive, args: tuple, params: dict):
+    """Run ``prim`` eagerly, bypassing any installed interpreter (for interpreters)."""
+    state = STATE
+    interp = state.interpreter
+    if interp is None:
+        return bind(prim, args, params)
+    state.interpreter = None
+    try:
+        return bind(prim, args, params)
+    finally:
+        state.interpreter = interp
+
+
+def _as_array(out):
+    # NumPy returns scalars (np.float32(..)) from 0-d operations; keep arrays.
+    if isinstance(out, np.generic):
+        return np.asarray(out)
+    if hasattr(out, "__cuda_array_interface__"):
+        return out
+    return np.asarray(out)
+
+
+def _wrap_plain(o):
+    if type(o) is not np.ndarray:
+        o = _as_array(o)
+    return Tensor._make(o, False, None, 0)
+
+
+def _mark_view(t, base):
+    if isinstance(base, Tensor) and np.may_share_memory(t._data, base._data):
+        root = base._base if base._base is not None else base
+        t._base = root
+        vc = root._vc
+        if vc is None:
+            vc = root._vc = [0]
+        t._vc = vc
+
+
+def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
+    """Build the graph node for one primitive call and wrap its outputs.
+
+    ``datas`` are the (promoted) arrays the forward used; the node keeps them
+    for the rules when the primitive saves its inputs, together with the
+    inputs' version numbers so in-place changes are caught in backward.
+    """
+    edges = []
+    for a in args:
+        if isinstance(a, Tensor) and a._rg:
+            fn = a._fn
+            edges.append((a, 0) if fn is None else (fn, a._nr))
+        else:
+            edges.append(None)
+    if prim.nondiff_argnums:
+        for i in prim.nondiff_argnums:
+            edges[i] = None
+    node = Node(prim, params, edges)
+    if prim.save_inputs:
+        saved, saved_data = args, datas
+        if prim.save_for is not None:
+            keep = set()
+            for i, e in enumerate(edges):
+                if e is not None:
+                    keep.update(prim.save_for[i])
+            if len(keep) < len(args):
+                saved = tuple(a if i in keep else None for i, a in enumerate(args))
+                saved_data = [d if i in keep else None for i, d in enumerate(datas)]
+        node.saved = saved
+        node.saved_data = saved_data
+        versions = []
+        for a in saved:
+            if isinstance(a, Tensor):
+                vc = a._vc
+                versions.append(0 if vc is None else vc[0])
+            else:
+                versions.append(None)
+        node.saved_versions = versions
+    if prim.meta:
+        node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
+                        for a in args]
+    elif prim.broadcasts:
+        # gradients need fitting only where an input's shape or dtype differs from the output's
+        # (the inputs as given: a promoted float32 input gets its gradient cast back)
+        oshape = out.shape
+        odt = out.dtype
+        for a in args:
+            if isinstance(a, Tensor) and (a._data.shape != oshape or a._data.dtype != odt):
+                node.in_meta = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
+                                for a in args]
+                break
+    if STATE.anomaly:
+        node.info = capture_stack()
+    if prim.n_outputs == 1:
+        if type(out) is not np.ndarray:
+            out = _as_array(out)
+        floating = out.dtype.kind == "f"
+        t = _new(Tensor)
+        t._data = out
+        t._rg = floating
+        t._fn = node if floating else None
+        t._nr = 0
+        t._grad = None
+        t._vc = None
+        t._base = None
+        t._hooks = None
+        if prim.save_output:
+            node.out = out
+            t._vc = node.out_vc = [0]
+        if prim.is_view:
+            _mark_view(t, args[0])
+        return t
+    outs = tuple(o if type(o) is np.ndarray else _as_array(o) for o in out)
+    node.n_out = len(outs)
+    node.out_meta = tuple((o.shape, o.dtype) for o in outs)
+    if prim.save_output:
+        node.out = outs
+    result = tuple(
+        Tensor._make(o, o.dtype.kind == "f", node if o.dtype.kind == "f" else None, i)
+        for i, o in enumerate(outs))
+    return result
+
+
+def promote_arrays(prim: Primitive, datas: list) -> list:
+    """Cast operands to the PyTorch result dtype (see :mod:`dyngraph.dtypes`)."""
+    start = prim.promote_from
+    ops = datas[start:] if start else datas
+    if len(ops) == 2:
+        a, b = ops
+        if type(a) is np.ndarray and type(b) is np.ndarray:
+            if a.dtype is b.dtype and (prim.promote == "same" or a.dtype.kind == "f"):
+                return datas
+        elif type(a) is np.ndarray and type(b) is float:
+            if a.dtype.kind == "f":
+                return datas
+        elif type(b) is np.ndarray and type(a) is float:
+            if b.dtype.kind == "f":
+                return datas
+    elif len(ops) == 1:
+        a = ops[0]
+        if prim.promote == "same" or getattr(a, "dtype", None) is None or a.dtype.kind == "f":
+            if getattr(a, "dtype", None) is not None:
+                return datas
+    arrays = [o for o in ops if hasattr(o, "dtype") and not isinstance(o, np.generic)]
+    scalars = [o for o in ops if not (hasattr(o, "dtype") and not isinstance(o, np.generic))]
+    scalars = [o.item() if isinstance(o, np.generic) else o for o in scalars]
+    target = _dt.result_np_dtype(arrays, scalars)
+    if prim.promote == "float" and target.kind != "f":
+        target = _dt.default_float_np()
+    out = list(datas[:start])
+    for o in ops:
+        if hasattr(o, "dtype") and not isinstance(o, np.generic):
+            out.append(o if o.dtype is target or o.dtype == target else o.astype(target))
+        elif not arrays:
+            out.append(np.asarray(o, dtype=target))
+        elif isinstance(o, np.generic):
+            out.append(o.item())
+        else:
+            out.append(o)
+    return out
+
+
+def _describe(a) -> str:
+    if isinstance(a, Tensor):
+        return f"Tensor(shape={list(a._data.shape)}, dtype={a.dtype})"
+    return repr(a)
+
+
+def _op_error(prim: Primitive, args, params, exc: Exception) -> Exception:
+    """Re-raise a backend error with the op name, shapes and dtypes involved."""
+    if getattr(exc, "_dg_op_error", False):
+        return exc
+    shown = ", ".join(_describe(a) for a in args)
+    extra = f", params={params}" if params else ""
+    err = type(exc)(f"{prim.name}: {exc} (inputs: {shown}{extra})")
+    err._dg_op_error = True
+    return err
+
+
+
+_new = object.__new__
+
+
+# ``bind`` is the Python implementation above unless the optional C accelerator
+# (dyngraph/_speedups.c, built by setup.py) is available: it runs the common
+# case (no interpreter, no promotion, one output) in C and calls ``_bind_py``
+# for everything else.  DYNGRAPH_PURE_PYTHON=1 disables it.
+bind = _bind_py
+if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
+    try:
+        from .. import _speedups
+    except ImportError:  # not built: pure Python
+        _speedups = None
+    if _speedups is not None:
+        _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
+                        _as_array, _finish)
+        bind = _speedups.bind
