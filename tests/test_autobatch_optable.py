@@ -1,6 +1,7 @@
 """Every record of the op table, run as N members inside ``dg.autobatch``, equals eager.
 
-Each member gets its own sample values (same shapes); the op's inputs are pending
+Each member gets its own sample values (same shapes), and all samples of a record also
+run together as members of different shapes; the op's inputs are pending
 per-member tensors, so the primitive runs through its batching rule (or its marked
 fallback).  Values and the gradients of a random projection of all outputs must equal
 the same members run eagerly (float64, 1e-12).
@@ -20,7 +21,7 @@ from tests.helpers import flat_outputs
 from tests.opinfo import all_ops
 
 OPS = [op for op in all_ops() if "float64" in op.dtypes]
-N = 3
+N = 2
 
 
 def _grad_argnums(op, sample):
@@ -118,6 +119,24 @@ def test_members_match_eager(op):
             # nothing ran one by one for want of a rule
             for name, reasons in stats.fallbacks.items():
                 assert "no batching rule" not in reasons, f"{name} has no batching rule"
+        # members of different shapes in one block (shape-polymorphic records): each shape
+        # forms its own groups
+        mixed = list(per_seed[0])
+        if len(mixed) > 1:
+            req = _grad_argnums(op, mixed[0]) if op.grad else set()
+            if all((_grad_argnums(op, m) if op.grad else set()) == req for m in mixed):
+                try:
+                    exp, gexp, _ = _run_members(op, mixed, req, batched=False)
+                except Exception:  # noqa: BLE001  (a record with an error sample)
+                    return
+                got, ggot, _ = _run_members(op, mixed, req, batched=True)
+                for m in range(len(mixed)):
+                    for j, (a, b) in enumerate(zip(got[m], exp[m], strict=True)):
+                        _close(a, b, f"{op.name} mixed member {m} output {j}")
+                    if gexp is not None:
+                        for j, (a, b) in enumerate(zip(ggot[m], gexp[m], strict=True)):
+                            if b is not None:
+                                _close(a, b, f"{op.name} mixed member {m} grad {j}")
 
 
 def test_every_differentiable_primitive_has_a_batching_rule_or_a_mark():
