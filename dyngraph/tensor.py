@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
-from ._core.graph import LeafHooks, RemovableHandle, retain_grad_ref
+from ._core.graph import LeafHooks, RemovableHandle, retain_grad_ref, version
 from ._core.state import STATE, concrete, set_grad
 from .backend import device as _device
 from .backend import device_of, move_to
@@ -148,7 +148,7 @@ class Tensor:
 
     @property
     def _version(self) -> int:
-        return 0 if self._vc is None else self._vc[0]
+        return version(self)
 
     @property
     def retains_grad(self) -> bool:

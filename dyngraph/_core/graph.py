@@ -213,6 +213,25 @@ def _backward_name(prim_name: str) -> str:
     return name
 
 
+def bump_version(t) -> None:
+    """Record that ``t``'s buffer was written in place (the one way to advance a version).
+
+    Views share the counter cell (``t._vc``, created on first use), so writing
+    through any view is seen by every node that saved the base or another view.
+    """
+    vc = t._vc
+    if vc is None:
+        t._vc = [1]
+    else:
+        vc[0] += 1
+
+
+def version(t) -> int:
+    """``t``'s version counter (0 until the first in-place write)."""
+    vc = t._vc
+    return 0 if vc is None else vc[0]
+
+
 def retain_grad_ref(node, nr, t) -> None:
     """``t.retain_grad()`` on output ``nr`` of ``node``: the engine fills ``t.grad`` (weakly)."""
     node.special = True

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.graph import FREED, Node
+from .._core.graph import FREED, Node, bump_version
 from .._core.registry import _as_array
 from .._core.rules import fit, missing_rule, node_rule_inputs
 from .._core.state import STATE, set_grad
@@ -390,8 +390,7 @@ def _accumulate(leaf, g, create_graph):
         od = old._data
         if od.flags.writeable and od.dtype == g.dtype:
             od += g
-            if old._vc is not None:
-                old._vc[0] += 1
+            bump_version(old)
         else:
             old._data = np.asarray(od + g)
 

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .._core.graph import version
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import Node as _ANode
 from ..tensor import Tensor
@@ -46,11 +47,11 @@ class CompiledBackward:
                     shape, dtype = node.out_meta[i]
                     gs[i] = np.zeros(shape, dtype)
         for t, v in getattr(node, "jit_checks", ()):
-            if (0 if t._vc is None else t._vc[0]) != v:
+            if version(t) != v:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
                     f"inplace operation: a tensor of shape {list(t.shape)} read by {self.name} "
-                    f"is at version {t._vc[0]}; expected version {v} instead. Hint: clone() it "
+                    f"is at version {version(t)}; expected version {v} instead. Hint: clone() it "
                     "before modifying it, or modify it after backward()")
         return list(self.bwd(*node.saved, *gs))
 
@@ -203,7 +204,7 @@ class Variant:
             checks = []
             for kind, i in self.res_src:
                 t = leaves[i] if kind == "input" else cap_tensors[i]
-                checks.append((t, 0 if t._vc is None else t._vc[0]))
+                checks.append((t, version(t)))
             node.jit_checks = checks
         start = len(outs) - self.n_res
         node.saved = outs[start:]

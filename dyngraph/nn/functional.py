@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from .._core.graph import bump_version
 from .._core.state import concrete
 from ..ops import elementwise as E  # noqa: N812
 from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
@@ -522,10 +523,7 @@ def _update_running(running_mean, running_var, mean, var_unbiased, momentum):
         d = buf._data
         d *= (1.0 - momentum)
         d += (momentum * new).astype(d.dtype, copy=False)
-        if buf._vc is None:
-            buf._vc = [1]
-        else:
-            buf._vc[0] += 1
+        bump_version(buf)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from .. import random as _random
+from .._core.graph import bump_version
 from ..random import rng_of
 from ..tensor import Tensor
 
@@ -40,11 +41,7 @@ def _write(tensor: Tensor, values) -> Tensor:
 
 def _bump(tensor: Tensor) -> Tensor:
     """Advance the version counter: the buffer was rewritten in place."""
-    vc = tensor._vc
-    if vc is None:
-        tensor._vc = [1]
-    else:
-        vc[0] += 1
+    bump_version(tensor)
     return tensor
 
 

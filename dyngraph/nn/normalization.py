@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.graph import bump_version
 from .._core.state import concrete
 from . import functional as F  # noqa: N812
 from ._factory import check_input, float_dtype, new_buffer, new_param
@@ -201,8 +202,7 @@ class _BatchNorm(_NormBase):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             nbt = self.num_batches_tracked
             nbt._data[...] += 1
-            if nbt._vc is not None:
-                nbt._vc[0] += 1
+            bump_version(nbt)
             if self.momentum is None:  # cumulative moving average
                 eaf = 1.0 / float(concrete(nbt, "BatchNorm(momentum=None): the step count"))
         bn_training = self.training or (self.running_mean is None and self.running_var is None)

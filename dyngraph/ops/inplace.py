@@ -18,6 +18,7 @@ import mmap
 
 import numpy as np
 
+from .._core.graph import bump_version  # (re-exported: the version counters' one writer)
 from .._core.state import STATE, note_inplace
 from ..tensor import Tensor
 from . import elementwise as E
@@ -34,12 +35,6 @@ def _check_target(self: Tensor, op: str) -> None:
             "or use the out-of-place form.")
 
 
-def bump_version(t: Tensor) -> None:
-    vc = t._vc
-    if vc is None:
-        t._vc = [1]
-    else:
-        vc[0] += 1
 
 
 def _notify(t: Tensor, value) -> None:

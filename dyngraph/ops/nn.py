@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.graph import bump_version
 from ..tensor import Tensor, _wrap_dim
 from ._util import as_tensor_arg, install
 from .elementwise import exp_p, rsqrt_p
@@ -369,11 +370,7 @@ def embedding_renorm_(weight, indices, max_norm: float, norm_type: float = 2.0):
         if np.isfinite(norm_type) else np.abs(sub.reshape(len(rows), -1)).max(axis=1)
     scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
     w[rows] = sub * scale.reshape((-1,) + (1,) * (w.ndim - 1))
-    vc = weight._vc
-    if vc is None:
-        weight._vc = [1]
-    else:
-        vc[0] += 1
+    bump_version(weight)
     return weight
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..._core.graph import bump_version
 from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm",
@@ -51,8 +52,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     if not coef >= 1.0:  # a nan/inf total norm scales by nan, as PyTorch
         for g in grads:
             g._data *= g._data.dtype.type(coef)
-            if g._vc is not None:
-                g._vc[0] += 1
+            bump_version(g)
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
@@ -86,5 +86,4 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     clip_value = float(clip_value)
     for g in _grads(parameters):
         np.clip(g._data, -clip_value, clip_value, out=g._data)
-        if g._vc is not None:
-            g._vc[0] += 1
+        bump_version(g)
