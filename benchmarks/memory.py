@@ -21,6 +21,8 @@ import tracemalloc
 
 import numpy as np
 
+import dyngraph as dg
+
 CONV_CASES = {
     # name: (input shape, weight shape, padding)
     "conv2d 7x7, 16 MiB input": ((1, 16, 512, 512), (16, 16, 7, 7), 3),
@@ -44,8 +46,6 @@ def _dg_peak(fn):
 
 
 def _dg_conv(case, backward):
-    import dyngraph as dg  # noqa: PLC0415
-
     xs, ws, pad = CONV_CASES[case]
     rng = np.random.default_rng(0)
     x = dg.tensor(rng.standard_normal(xs, dtype=np.float32), requires_grad=backward)
@@ -60,8 +60,6 @@ def _dg_conv(case, backward):
 
 
 def _dg_random(case):
-    import dyngraph as dg  # noqa: PLC0415
-
     w = dg.empty(*RANDOM_SHAPE)
     fns = {"randn": lambda: dg.randn(*RANDOM_SHAPE), "rand": lambda: dg.rand(*RANDOM_SHAPE),
            "normal_": lambda: w.normal_(0, 0.02), "uniform_": lambda: w.uniform_(-1, 1),

@@ -1,6 +1,8 @@
 """Numerics (half-precision accumulation, silent floating-point exceptions) and memory
 (tiled im2col, float32 random generation) against PyTorch 2.13 CPU (issue 10, item 7)."""
 
+import subprocess
+import sys
 import tracemalloc
 import warnings
 
@@ -9,6 +11,7 @@ import pytest
 import torch
 
 import dyngraph as dg
+from dyngraph.ops import conv as conv_ops
 
 # ---------------------------------------------------------------------------
 # float16 accumulation: float32 accumulator, one rounding (as PyTorch)
@@ -171,9 +174,6 @@ def test_floating_point_exceptions_are_silent_and_match_torch(name):
 
 
 def test_log_of_zero_under_warnings_as_errors_subprocess():
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     code = ("import dyngraph as dg\n"
             "x = dg.tensor([0.], requires_grad=True)\n"
             "y = dg.log(x)\n"
@@ -232,8 +232,6 @@ def test_conv2d_large_kernel_peak_memory_is_bounded():
 ])
 def test_conv_row_tiles_match_torch_float64(case, monkeypatch):
     """One output row per tile (the smallest tiles) against PyTorch, values and gradients."""
-    from dyngraph.ops import conv as conv_ops  # noqa: PLC0415
-
     monkeypatch.setattr(conv_ops, "_TILE_BYTES", 1)
     n, c, sp, k, o, st, pd, dl, g = case
     rng = np.random.default_rng(1)
@@ -312,3 +310,20 @@ def test_uniform_bounds_and_moments_float32():
     assert abs(y.mean() - 2.0) < 0.01 and abs(y.std() - 0.5) < 0.01
     h = dg.randn(200_000, dtype=dg.float16).numpy()
     assert h.dtype == np.float16 and abs(h.astype(np.float32).std() - 1.0) < 0.01
+
+
+def test_conv_transpose_row_tiles_match_torch_float64(monkeypatch):
+    monkeypatch.setattr(conv_ops, "_TILE_BYTES", 1)
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((4, 3, 3, 2)), rng.standard_normal(6)
+    kw = dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2, dilation=(2, 1))
+    xd, wd, bd = (dg.tensor(a, requires_grad=True) for a in (x, w, b))
+    xr, wr, br = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yd = dg.conv_transpose2d(xd, wd, bd, **kw)
+    yr = torch.nn.functional.conv_transpose2d(xr, wr, br, **kw)
+    v = rng.standard_normal(tuple(yr.shape))
+    (yd * dg.tensor(v)).sum().backward()
+    (yr * torch.tensor(v)).sum().backward()
+    np.testing.assert_allclose(yd.detach().numpy(), yr.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for a, r in ((xd, xr), (wd, wr), (bd, br)):
+        np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-12, atol=1e-12)
