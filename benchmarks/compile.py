@@ -28,11 +28,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import dyngraph as dg  # noqa: E402
-from dyngraph import nn  # noqa: E402
-from dyngraph.nn import functional as F  # noqa: E402,N812
+import dyngraph as dg
+from dyngraph import nn
+from dyngraph.nn import functional as F
 
 
 def measure(impls: dict, rounds: int, inner: int) -> dict:

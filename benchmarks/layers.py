@@ -78,10 +78,10 @@ def main(argv=None) -> int:
     _setup_threads(args.threads)
     clock = time.process_time if (args.clock or ("cpu" if args.threads == 1 else "wall")) == "cpu" \
         else time.perf_counter
-    import numpy as np  # noqa: PLC0415  (after the thread variables are set)
-    import torch  # noqa: PLC0415
+    import numpy as np
+    import torch
 
-    import dyngraph as dg  # noqa: PLC0415
+    import dyngraph as dg
 
     torch.set_num_threads(args.threads)
     print(f"threads={args.threads} repeat={args.repeat} torch={torch.__version__} numpy={np.__version__}")

@@ -33,7 +33,7 @@ def _set_threads(n: int) -> None:
 
 
 def _weights(kind: str):
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     rng = np.random.default_rng(0)
 
@@ -57,13 +57,13 @@ def build(lib_name: str, kind: str):
     """Return ``step()`` for one library and workload (weights copied from the same arrays)."""
     w, x_np, y_np = _weights(kind)
     if lib_name == "torch":
-        import torch as lib  # noqa: PLC0415
+        import torch as lib
 
         lib.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         mk = lambda a: lib.nn.Parameter(lib.from_numpy(a.copy()))
         x, y = lib.from_numpy(x_np), lib.from_numpy(y_np)
     else:
-        import dyngraph as lib  # noqa: PLC0415
+        import dyngraph as lib
 
         mk = lambda a: lib.nn.Parameter(lib.tensor(a.copy()))
         x, y = lib.tensor(x_np), lib.tensor(y_np)
@@ -95,10 +95,10 @@ def mlp_gemms():
     """The step's eight float32 GEMMs alone (same shapes and layouts as dyngraph's linear and its
     rules: three forward ``x @ W.T``, three weight gradients ``g.T @ x``, two input gradients
     ``g @ W``; the first layer's input gradient is not needed), for comparison with the step."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     rng = np.random.default_rng(1)
-    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
     x, w1, w2, w3 = f(128, 784), f(512, 784), f(512, 512), f(10, 512)
     h1, h2, g1, g2, g3 = f(128, 512), f(128, 512), f(128, 512), f(128, 512), f(128, 10)
 
@@ -150,9 +150,9 @@ def memory_child(lib: str, kind: str, steps: int) -> None:
     step (e.g. during backward), not just what is alive between steps.
     """
     if lib == "torch":
-        import torch  # noqa: F401, PLC0415
+        import torch  # noqa: F401
     else:
-        import dyngraph  # noqa: F401, PLC0415
+        import dyngraph  # noqa: F401
     fn = build(lib, kind)
     base = _status_kib("VmRSS")
     try:

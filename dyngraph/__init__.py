@@ -11,32 +11,32 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .dtypes import (  # noqa: F401
+from .dtypes import (
     bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
     iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
     set_default_dtype, short, uint8,
 )
-from .backend import device, cuda_available  # noqa: F401
-from .size import Size  # noqa: F401
-from .tensor import Tensor  # noqa: F401
-from . import ops  # noqa: F401  (registers every primitive and Tensor method)
-from .ops.elementwise import *  # noqa: F401,F403
-from .ops.reduction import *  # noqa: F401,F403
-from .ops.shape import *  # noqa: F401,F403
-from .ops.linalg import *  # noqa: F401,F403
-from .ops.indexing import *  # noqa: F401,F403
-from .ops.nn import *  # noqa: F401,F403
-from .ops.conv import *  # noqa: F401,F403
-from .creation import *  # noqa: F401,F403
-from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state  # noqa: F401
-from .printing import set_printoptions  # noqa: F401
-from . import autograd  # noqa: F401
-from .autograd.grad_mode import (  # noqa: F401
+from .backend import device, cuda_available
+from .size import Size
+from .tensor import Tensor
+from . import ops
+from .ops.elementwise import *
+from .ops.reduction import *
+from .ops.shape import *
+from .ops.linalg import *
+from .ops.indexing import *
+from .ops.nn import *
+from .ops.conv import *
+from .creation import *
+from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state
+from .printing import set_printoptions
+from . import autograd
+from .autograd.grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
 )
-from .ops.elementwise import abs, pow, round  # noqa: F401,A004  (shadow builtins like torch)
-from .ops.reduction import sum  # noqa: F401,A004
+from .ops.elementwise import abs, pow, round
+from .ops.reduction import sum
 
 # Subpackages and a few top-level functions are imported on first use (PEP 562):
 # `import dyngraph` stays fast, and each subpackage is owned by one module tree.
@@ -57,7 +57,7 @@ _LAZY_ATTRS = {
 
 
 def __getattr__(name):
-    import importlib
+    import importlib  # noqa: PLC0415  (only once a lazy attribute is first used)
 
     if name in _LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)
@@ -67,19 +67,19 @@ def __getattr__(name):
     raise AttributeError(f"module 'dyngraph' has no attribute {name!r}")
 
 # torch.cuda / torch.backends and the preamble switches of ordinary scripts.
-from . import backends, cuda  # noqa: E402,F401
-from .backends import (  # noqa: E402,F401
+from . import backends, cuda
+from .backends import (
     are_deterministic_algorithms_enabled, get_default_device, get_float32_matmul_precision,
     get_num_threads, set_default_device, set_float32_matmul_precision, set_num_threads,
     use_deterministic_algorithms,
 )
-from .memory_format import (  # noqa: E402,F401
+from .memory_format import (
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )
-from . import distributions  # noqa: E402,F401
-from . import testing  # noqa: E402,F401
-from . import special  # noqa: E402,F401
-from .creation import is_complex, is_floating_point, is_nonzero, matrix_power  # noqa: E402,F401
-from . import amp  # noqa: E402,F401
-from .amp import autocast  # noqa: E402,F401
-from .func import vmap  # noqa: E402,F401
+from . import distributions
+from . import testing
+from . import special
+from .creation import is_complex, is_floating_point, is_nonzero, matrix_power
+from . import amp
+from .amp import autocast
+from .func import vmap

@@ -129,7 +129,7 @@ class _Source:
         path = os.fspath(f)
         self.name = path if isinstance(path, str) else os.fsdecode(path)
         try:
-            fh = open(path, "rb", buffering=0)   # noqa: SIM115 - closed in close()
+            fh = open(path, "rb", buffering=0)
         except FileNotFoundError:
             raise FileNotFoundError(f"dg.load: no such checkpoint file: {self.name!r}") from None
         except IsADirectoryError:

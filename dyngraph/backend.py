@@ -25,7 +25,7 @@ def get_cupy():
 
             cupy.cuda.runtime.getDeviceCount()
             _cupy = cupy
-        except Exception:  # noqa: BLE001 - any failure means "no GPU"
+        except Exception:
             _cupy = None
     return _cupy
 
@@ -60,7 +60,7 @@ class device:  # noqa: N801 - PyTorch's spelling
 
     __slots__ = ("type", "index")
 
-    def __init__(self, type: str | device = "cpu", index: int | None = None):  # noqa: A002
+    def __init__(self, type: str | device = "cpu", index: int | None = None):
         if isinstance(type, device):
             self.type, self.index = type.type, type.index
             return

@@ -258,22 +258,22 @@ def _like(t: Tensor, dtype, device):
     return t._data.shape, np_dt, dev
 
 
-def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.zeros(shape, np_dt), dev, requires_grad)
 
 
-def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.ones(shape, np_dt), dev, requires_grad)
 
 
-def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.empty(shape, np_dt), dev, requires_grad)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:  # noqa: A002
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.full(shape, fill_value, np_dt), dev, requires_grad)
 
@@ -384,30 +384,30 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     return _finish(arr, device, requires_grad)
 
 
-def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(_random.uniform(shape, np_dt, generator=generator), dev, requires_grad)
 
 
-def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:  # noqa: A002
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(_random.standard_normal(shape, np_dt, generator), dev, requires_grad)
 
 
-def randint_like(input: Tensor, low, high=None, *, generator=None, dtype=None, device=None) -> Tensor:  # noqa: A002
+def randint_like(input: Tensor, low, high=None, *, generator=None, dtype=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(rng_of(generator).integers(low, high, size=shape).astype(np_dt), dev, False)
 
 
-def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:  # noqa: A002
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     probs = input._data if p is None else np.full(input._data.shape, p)
     arr = (rng_of(generator).random(input._data.shape) < probs).astype(input._data.dtype)
     return _finish(arr, None, False)
 
 
-def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:  # noqa: A002
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     probs = np.asarray(input._data, dtype=np.float64)
     rng = rng_of(generator)
     rows = probs.reshape(-1, probs.shape[-1])
@@ -430,17 +430,17 @@ def numel(t: Tensor) -> int:
     return t.numel()
 
 
-def is_floating_point(input: Tensor) -> bool:  # noqa: A002
+def is_floating_point(input: Tensor) -> bool:
     """True for a floating-point tensor (bfloat16 included)."""
     return _dt.is_floating_point_dtype(input._data.dtype)
 
 
-def is_complex(input: Tensor) -> bool:  # noqa: A002
+def is_complex(input: Tensor) -> bool:
     """True for a complex tensor (dyngraph has none)."""
     return input._data.dtype.kind == "c"
 
 
-def is_nonzero(input: Tensor) -> bool:  # noqa: A002
+def is_nonzero(input: Tensor) -> bool:
     """The truth of a one-element tensor (an error for any other size, as in PyTorch)."""
     if input._data.size != 1:
         raise RuntimeError(f"Boolean value of Tensor with {'no values' if input._data.size == 0 else 'more than one value'}"
@@ -448,7 +448,7 @@ def is_nonzero(input: Tensor) -> bool:  # noqa: A002
     return bool(input._data.reshape(()))
 
 
-def matrix_power(input: Tensor, n: int) -> Tensor:  # noqa: A002
+def matrix_power(input: Tensor, n: int) -> Tensor:
     """``input`` multiplied by itself ``n`` times (``n < 0``: of the inverse); ``dg.linalg.matrix_power``."""
     from .linalg import matrix_power as _mp  # noqa: PLC0415
 

@@ -184,7 +184,7 @@ class _CudaAmp:
         return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     @staticmethod
-    def GradScaler(*args, **kwargs):  # noqa: N802  (PyTorch's name)
+    def GradScaler(*args, **kwargs):
         from .amp import GradScaler  # noqa: PLC0415
 
         return GradScaler("cuda", *args, **kwargs)

@@ -60,14 +60,14 @@ int16 = dtype("int16", np.int16, 1)
 int32 = dtype("int32", np.int32, 1)
 int64 = dtype("int64", np.int64, 1)
 uint8 = dtype("uint8", np.uint8, 1)
-bool = dtype("bool", np.bool_, 0)  # noqa: A001 - PyTorch's name
+bool = dtype("bool", np.bool_, 0)
 # bfloat16 is ml_dtypes' NumPy extension type (NumPy kind "V", not "f": test floating-ness
 # with is_floating_point_dtype, never with dtype.kind).
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
 _BF16 = bfloat16.np
 
-half, float, double = float16, float32, float64  # noqa: A001
-short, int, long = int16, int32, int64  # noqa: A001
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool)
 _BY_NP = {d.np: d for d in ALL_DTYPES}
@@ -195,7 +195,7 @@ def result_np_dtype(arrays, scalars=()) -> np.dtype:
 
 def result_type(*operands) -> dtype:
     """PyTorch's ``result_type`` for tensors and Python scalars."""
-    from .tensor import Tensor
+    from .tensor import Tensor  # noqa: PLC0415  (dtypes sits below tensor.py)
 
     arrays = [o._data for o in operands if isinstance(o, Tensor)]
     scalars = [o for o in operands if not isinstance(o, Tensor)]

@@ -43,12 +43,12 @@ cross = _lin.linalg_cross
 _INF = float("inf")
 
 
-def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:  # noqa: N803
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """Lower Cholesky factor ``L`` with ``L @ L.mT == A`` (``upper=True``: ``L.mT``)."""
     return _lin.cholesky(A, upper)
 
 
-def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: N803
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Diagonal of the last two dimensions (``torch.linalg.diagonal`` defaults)."""
     return _lin.diagonal(A, offset, dim1, dim2)
 
@@ -58,12 +58,12 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     return _red.sum(x * y, dim)
 
 
-def matrix_power(A: Tensor, n: int) -> Tensor:  # noqa: N803
+def matrix_power(A: Tensor, n: int) -> Tensor:
     """``A`` multiplied by itself ``n`` times (``n < 0``: powers of the inverse; ``n = 0``: I).
 
     Repeated squaring, so ``log2(n)`` products; differentiable through them.
     """
-    A = as_tensor_arg(A, "linalg.matrix_power")  # noqa: N806
+    A = as_tensor_arg(A, "linalg.matrix_power")
     if A._data.ndim < 2 or A._data.shape[-1] != A._data.shape[-2]:
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got "
                            f"shape {list(A.shape)}")
@@ -74,7 +74,7 @@ def matrix_power(A: Tensor, n: int) -> Tensor:  # noqa: N803
         return _ew.where(Tensor._make(np.ones((), bool), False, None, 0),
                          Tensor._make(np.array(eye), False, None, 0), A)
     if n < 0:
-        A, n = _lin.inverse(A), -n  # noqa: N806
+        A, n = _lin.inverse(A), -n
     result = None
     base = A
     while n:
@@ -97,7 +97,7 @@ def multi_dot(tensors) -> Tensor:
     return out
 
 
-def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: N803,A002
+def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
     """Matrix norm over the two dims ``dim``: ``'fro'``, ``1``, ``-1``, ``inf``, ``-inf``.
 
     (``'nuc'``, ``2`` and ``-2`` need singular values and are not supported.)
@@ -105,7 +105,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     >>> dg.linalg.matrix_norm(dg.tensor([[1., -2.], [3., 4.]]), ord=1)
     tensor(6.)
     """
-    A = as_tensor_arg(A, "linalg.matrix_norm")  # noqa: N806
+    A = as_tensor_arg(A, "linalg.matrix_norm")
     n = A._data.ndim
     if n < 2:
         raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 "
@@ -124,7 +124,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     if ord not in (1, -1, _INF, -_INF):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if dtype is not None:
-        A = A.to(dtype)  # noqa: N806
+        A = A.to(dtype)
     if A._data.dtype.kind != "f":
         raise RuntimeError("linalg.matrix_norm: Expected a floating point or complex tensor as "
                            f"input. Got {A.dtype}")
@@ -139,13 +139,13 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     return out.reshape(shape)
 
 
-def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: N803,A002
+def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Vector or matrix norm, chosen like ``torch.linalg.norm``.
 
     ``dim`` an int (or ``ord=None`` and ``dim=None``: the flattened tensor) gives a vector
     norm; a 2-tuple ``dim`` (or a 2-D input with ``ord`` given) gives a matrix norm.
     """
-    A = as_tensor_arg(A, "linalg.norm")  # noqa: N806
+    A = as_tensor_arg(A, "linalg.norm")
     if isinstance(dim, int):
         dim = (dim,)
     if dim is not None:

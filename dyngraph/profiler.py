@@ -41,7 +41,7 @@ _ACTIVE: list = []  # profiles currently running (innermost last)
 _lock = threading.Lock()
 
 
-class ProfilerActivity:  # noqa: D101  (PyTorch's enum names; only CPU exists here)
+class ProfilerActivity:
     CPU = "cpu"
     CUDA = "cuda"
 

@@ -15,8 +15,8 @@ def _vi(name: str):
     return cls
 
 
-max = _vi("max")  # noqa: A001
-min = _vi("min")  # noqa: A001
+max = _vi("max")
+min = _vi("min")
 sort = _vi("sort")
 topk = _vi("topk")
 kthvalue = _vi("kthvalue")

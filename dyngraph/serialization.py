@@ -177,7 +177,7 @@ def _defaults() -> dict[str, Any]:
     ``dyngraph.nn``): nothing is imported to find them.
     """
     # Lazy: nn sits on the same floor and a plain state-dict checkpoint must not need it.
-    from .nn import functional as F  # noqa: PLC0415, N812
+    from .nn import functional as F  # noqa: PLC0415
     from .nn.module import Module  # noqa: PLC0415
 
     table: dict[str, Any] = {}
@@ -843,7 +843,7 @@ class _Unpacker:
         try:
             m = cls.__new__(cls)
             Module.__init__(m)
-        except Exception as e:  # noqa: BLE001 - any failure of the allowed class is reported
+        except Exception as e:
             _fail(self.name, f"could not create an instance of the allowed class {node['M']!r} "
                              f"({type(e).__name__}: {e})")
         self.modules.append(m)

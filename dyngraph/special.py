@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .ops.elementwise import (  # noqa: F401
+from .ops.elementwise import (
     digamma,
     erf,
     erfc,
@@ -33,14 +33,14 @@ from .ops.elementwise import (
 from .ops.elementwise import (
     sigmoid as expit,
 )
-from .ops.nn import log_softmax, softmax  # noqa: F401
-from .ops.reduction import logsumexp  # noqa: F401
+from .ops.nn import log_softmax, softmax
+from .ops.reduction import logsumexp
 
 __all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",
            "log_softmax", "softmax", "logsumexp", "ndtr", "erfinv", "digamma", "psi", "gammaln",
            "polygamma"]
 
 
-def ndtr(input):  # noqa: A002
+def ndtr(input):
     """The standard normal CDF, ``(1 + erf(x / sqrt(2))) / 2``."""
     return 0.5 * erfc(input * (-1.0 / math.sqrt(2.0)))

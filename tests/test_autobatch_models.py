@@ -17,7 +17,7 @@ import dyngraph as dg
 from dyngraph import nn
 from dyngraph.autobatch import is_pending
 from dyngraph.autobatch.interpreter import PNode
-from dyngraph.nn import functional as F  # noqa: N812
+from dyngraph.nn import functional as F
 
 SST = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared",
                    "data", "sst")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-import dyngraph.nn  # noqa: F401  (registers the recurrent primitives)
+import dyngraph.nn
 from dyngraph.ops.registry import REGISTRY
 from tests.helpers import flat_outputs
 from tests.opinfo import all_ops
@@ -101,7 +101,7 @@ def test_members_match_eager(op):
             req = _grad_argnums(op, samples[0]) if op.grad else set()
             try:
                 exp, gexp, _ = _run_members(op, samples, req, batched=False)
-            except Exception:  # noqa: BLE001  (an error sample: autobatch must raise as well)
+            except Exception:
                 with pytest.raises(Exception):  # noqa: B017
                     _run_members(op, samples, req, batched=True)
                 continue
@@ -127,7 +127,7 @@ def test_members_match_eager(op):
             if all((_grad_argnums(op, m) if op.grad else set()) == req for m in mixed):
                 try:
                     exp, gexp, _ = _run_members(op, mixed, req, batched=False)
-                except Exception:  # noqa: BLE001  (a record with an error sample)
+                except Exception:
                     return
                 got, ggot, _ = _run_members(op, mixed, req, batched=True)
                 for m in range(len(mixed)):

@@ -28,7 +28,7 @@ from dyngraph.data import (
     get_worker_info,
     random_split,
 )
-from dyngraph.data import transforms as T  # noqa: N812
+from dyngraph.data import transforms as T
 from dyngraph.data.datasets import IDXError, TreeFormatError, parse_tree, read_idx
 
 FMNIST = "/usr/share/datasets/fashion-mnist"

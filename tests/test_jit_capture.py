@@ -9,7 +9,7 @@ import pytest
 
 import dyngraph as dg
 import dyngraph.nn as nn
-import dyngraph.nn.functional as F  # noqa: N812
+import dyngraph.nn.functional as F
 
 
 def _np(t):

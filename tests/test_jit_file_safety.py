@@ -201,7 +201,7 @@ def _optable_roundtrip(op, tmp_path):
         try:
             traced = dg.jit.trace(fn, example)
             traced.save(tmp_path / "op.dgraph")
-        except Exception:  # noqa: BLE001 - not every record is capturable/saveable; counted below
+        except Exception:
             return None
         loaded = dg.jit.load(tmp_path / "op.dgraph")   # whatever saves must load
         got = flat_outputs(loaded(*example))

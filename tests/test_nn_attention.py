@@ -43,13 +43,13 @@ def test_multihead_attention_matches_torch(name, kw, call, dtype):
     assert list(dmod.state_dict()) == list(tmod.state_dict())
     if name == "cross_masks":
         inputs = [_x(5, 3, E), _x(4, 3, E, seed=1), _x(4, 3, E, seed=2), _mask(), _x(5, 4, seed=3)]
-        call = lambda m, q, k, v, kpm, am: m(q, k, v, key_padding_mask=kpm, attn_mask=am)  # noqa: E731
+        call = lambda m, q, k, v, kpm, am: m(q, k, v, key_padding_mask=kpm, attn_mask=am)
     elif name == "kdim_vdim_batch_first":
         inputs = [_x(3, 5, E), _x(3, 4, 3, seed=1), _x(3, 4, 5, seed=2), _mask()]
-        call = lambda m, q, k, v, kpm: m(q, k, v, key_padding_mask=kpm)  # noqa: E731
+        call = lambda m, q, k, v, kpm: m(q, k, v, key_padding_mask=kpm)
     elif name == "bias_kv_zero_attn":
         inputs = [_x(5, 3, E), _x(4, 3, E, seed=1), np.triu(np.ones((5, 4), bool), 1)]
-        call = lambda m, q, k, am: m(q, k, k, attn_mask=am)  # noqa: E731
+        call = lambda m, q, k, am: m(q, k, k, attn_mask=am)
     else:
         inputs = [_x(5, 3, E)]
     with warnings.catch_warnings():
@@ -148,9 +148,9 @@ def test_scaled_dot_product_attention_matches_torch(name, kw, mask, dtype):
     elif mask == "float":
         inputs.append(_x(1, 3, 5, 6, seed=4))
     if mask:
-        call = lambda mod, q, k, v, m: mod.F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)  # noqa: E731
+        call = lambda mod, q, k, v, m: mod.F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
     else:
-        call = lambda mod, q, k, v: mod.F.scaled_dot_product_attention(q, k, v, **kw)  # noqa: E731
+        call = lambda mod, q, k, v: mod.F.scaled_dot_product_attention(q, k, v, **kw)
 
     class _T(torch.nn.Module):
         F = torch.nn.functional

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dyngraph as dg
-from dyngraph.nn.utils import rnn as U  # noqa: N812
+from dyngraph.nn.utils import rnn as U
 from tests.helpers import to_np
 from tests.test_nn_conv import compare_modules, copy_weights
 
@@ -87,10 +87,10 @@ def test_cells_match_torch(kind, dtype):
     dmod = getattr(dg.nn, kind)(3, 5)
     assert repr(dmod) == repr(tmod)
     if kind == "LSTMCell":
-        call = lambda m, x, h, c: m(x, (h, c))  # noqa: E731
+        call = lambda m, x, h, c: m(x, (h, c))
         inputs = [_x(4, 3), _x(4, 5, seed=1), _x(4, 5, seed=2)]
     else:
-        call = lambda m, x, h: m(x, h)  # noqa: E731
+        call = lambda m, x, h: m(x, h)
         inputs = [_x(4, 3), _x(4, 5, seed=1)]
     compare_modules(tmod, dmod, inputs, dtype, call=call)
     compare_modules(tmod, dmod, [_x(3)], dtype)        # unbatched, default state

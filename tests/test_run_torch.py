@@ -169,7 +169,7 @@ def test_spawn_reraises_a_child_error():
 
 
 def test_module_layout_names_match_torch():
-    import torch.nn.modules as tm  # noqa: PLC0415
+    import torch.nn.modules as tm
 
     for fam in ("linear", "conv", "dropout", "loss", "batchnorm", "activation", "container", "rnn",
                 "pooling", "normalization", "sparse", "transformer"):
@@ -200,7 +200,7 @@ def test_factories_take_size_keyword_and_tensor_sizes():
 
 
 def test_random_sampler_with_replacement_draws_lazily():
-    import tracemalloc  # noqa: PLC0415
+    import tracemalloc
 
     tracemalloc.start()
     try:
@@ -310,7 +310,7 @@ def test_attention_kernel_choice_and_type_modules(tmp_path):
         result = (torch.equal(plain, chosen), int(SDPBackend.EFFICIENT_ATTENTION), conv_size(3))
     """)
     assert run_torch.run_path(prog)["result"] == (True, 2, 3)
-    import torch.nn.attention as ta  # noqa: PLC0415
+    import torch.nn.attention as ta
 
     assert {b.name: int(b) for b in dyngraph.nn.attention.SDPBackend} == \
         {n: int(getattr(ta.SDPBackend, n)) for n in dir(ta.SDPBackend) if n.isupper()}

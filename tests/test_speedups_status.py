@@ -57,7 +57,7 @@ def test_missing_accelerator_warning_silenced(env):
 
 
 def test_status_with_the_built_accelerator():
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
     built = importlib.util.find_spec("dyngraph._speedups") is not None
     r = _probe("normal")

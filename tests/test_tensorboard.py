@@ -127,7 +127,7 @@ def _free_port() -> int:
 
 
 def _get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (loopback only)
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read().decode())
 
 
@@ -170,7 +170,7 @@ def test_tensorboard_server_shows_the_run(tmp_path):
         assert [row[2] for row in data] == [10.0, 9.0, 8.0, 7.0]
         # the Graphs tab parses and serves the GraphDef made from the live graph
         assert _get(f"{base}/data/plugin/graphs/info")["exp1"]["run_graph"] is True
-        with urllib.request.urlopen(  # noqa: S310 (loopback only)
+        with urllib.request.urlopen(
                 f"{base}/data/plugin/graphs/graph?run=exp1&conceptual=false", timeout=10) as r:
             pbtxt = r.read().decode()
         assert 'name: "Net/enc/matmul_0"' in pbtxt and 'op: "Parameter"' in pbtxt

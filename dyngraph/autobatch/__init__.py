@@ -22,7 +22,7 @@ from .stats import AutobatchStats
 __all__ = ["autobatch", "cell", "map", "is_pending", "AutobatchStats", "Lazy"]
 
 #: ``dg.autobatch.map(fn, instances)``: see :func:`dyngraph.autobatch.mapping.map_instances`
-map = map_instances  # noqa: A001  (dg.autobatch.map, named like the builtin on purpose)
+map = map_instances
 
 
 class autobatch:  # noqa: N801  (a context manager, lower-case like dg.no_grad)

@@ -59,7 +59,7 @@ class Cooperative:
         task.go.clear()
         try:
             task.result = task.fn(task.item)
-        except BaseException as exc:  # noqa: BLE001  (re-raised in the calling thread)
+        except BaseException as exc:
             task.error = exc
         finally:
             task.done = True

@@ -118,8 +118,8 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 _tensor_backward.__name__ = _tensor_backward.__qualname__ = "backward"
 Tensor.backward = _tensor_backward
 
-from . import forward_ad, functional, graph  # noqa: E402,F401
-from .anomaly import detect_anomaly, set_detect_anomaly  # noqa: E402,F401
+from . import forward_ad, functional, graph  # noqa: E402
+from .anomaly import detect_anomaly, set_detect_anomaly  # noqa: E402
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: E402
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
 from .variable import Variable  # noqa: E402

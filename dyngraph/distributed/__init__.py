@@ -22,7 +22,7 @@ tensors through NCCL when CuPy is installed (see ``docs/distributed.md``).
 
 from __future__ import annotations
 
-from .collectives import (  # noqa: F401
+from .collectives import (
     ReduceOp,
     Work,
     all_gather,
@@ -42,8 +42,8 @@ from .collectives import (  # noqa: F401
     reduce_scatter,
     scatter,
 )
-from .ddp import DistributedDataParallel  # noqa: F401
-from .sampler import DistributedSampler  # noqa: F401
+from .ddp import DistributedDataParallel
+from .sampler import DistributedSampler
 
 __all__ = [
     "ReduceOp", "Work", "init_process_group", "destroy_process_group", "is_available",

@@ -24,7 +24,7 @@ import time
 
 import dyngraph as dg
 from dyngraph import nn
-from dyngraph.nn import functional as F  # noqa: N812  (PyTorch convention)
+from dyngraph.nn import functional as F
 
 
 class EarlyExitNet(nn.Module):

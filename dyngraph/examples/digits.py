@@ -24,7 +24,7 @@ import numpy as np
 import dyngraph as dg
 from dyngraph import nn
 from dyngraph.data import DataLoader, Subset
-from dyngraph.data import transforms as T  # noqa: N812
+from dyngraph.data import transforms as T
 
 DATASETS = ("digits", "fashion-mnist")
 DEFAULTS = {  # per dataset: epochs, batch size, peak learning rate, model

@@ -26,7 +26,7 @@ import numpy as np
 
 import dyngraph as dg
 from dyngraph import nn
-from dyngraph.nn import functional as F  # noqa: N812
+from dyngraph.nn import functional as F
 
 
 class DigitsCNN(nn.Module):

@@ -29,7 +29,7 @@ import numpy as np
 
 import dyngraph as dg
 from dyngraph import nn
-from dyngraph.nn import functional as F  # noqa: N812  (PyTorch convention)
+from dyngraph.nn import functional as F
 
 VOCAB = 4  # a b c d
 

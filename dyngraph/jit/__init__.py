@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-def compile(fn=None, *, dynamic=None, cache_size: int = 8, optimize: int = 2,  # noqa: A001
+def compile(fn=None, *, dynamic=None, cache_size: int = 8, optimize: int = 2,
             warn: bool = True, **_ignored):
     """Compile a function or Module to cached static graphs.
 

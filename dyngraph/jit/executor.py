@@ -187,7 +187,7 @@ def generate(graph, name: str = "program"):
     body.append(f"return ({rets}{',' if len(graph.outputs) == 1 else ''})")
     src = "\n".join(lines + ["    " + b for b in body]) + "\n"
     code = compile(src, f"<dyngraph.jit {name}>", "exec")
-    exec(code, ns)  # noqa: S102 - generated from integers and fixed templates only (see _vid)
+    exec(code, ns)
     return ns[name], src
 
 

@@ -18,9 +18,9 @@ shared memory as in PyTorch; share them before forking instead.
 from __future__ import annotations
 
 import multiprocessing as _mp
-from multiprocessing import *  # noqa: F401,F403
+from multiprocessing import *  # noqa: F403
 
-from .spawn import (  # noqa: F401
+from .spawn import (
     ProcessContext,
     ProcessExitedException,
     ProcessRaisedException,

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .._core.state import concrete
-from ..ops import elementwise as E  # noqa: N812
+from ..ops import elementwise as E
 from ..ops.nn import log_softmax, nll_loss_nd
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import sum as _sum
@@ -58,7 +58,7 @@ def _reduce(loss, reduction, op):
                      "(use 'none', 'mean' or 'sum')")
 
 
-def _check_pair(input, target, op):  # noqa: A002
+def _check_pair(input, target, op):
     _require_float(input, op)
     if input._data.shape != target._data.shape:
         warnings.warn(
@@ -67,7 +67,7 @@ def _check_pair(input, target, op):  # noqa: A002
             "broadcasting. Please ensure they have the same size.", stacklevel=3)
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
              weight=None):
     """Mean squared error ``(input - target)^2``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -80,7 +80,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     return _reduce(loss, reduction, "mse_loss")
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
             weight=None):
     """Mean absolute error ``|input - target|``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -92,7 +92,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mea
     return _reduce(loss, reduction, "l1_loss")
 
 
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -109,7 +109,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
-def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):  # noqa: A002
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     input, target = _t(input, "huber_loss"), _t(target, "huber_loss")
     _check_pair(input, target, "huber_loss")
@@ -123,7 +123,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     return _reduce(loss, reduction, "huber_loss")
 
 
-def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
              reduce=None, reduction: str = "mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.
 
@@ -135,7 +135,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     return nll_loss_nd(input, target, weight, reduction, ignore_index, "nll_loss")
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,  # noqa: A002
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
     """Cross entropy between logits ``input`` (class dimension 1) and ``target``.
 
@@ -189,7 +189,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
 
 
-def _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c, cdim):  # noqa: A002
+def _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c, cdim):
     if target._data.shape != input._data.shape:
         raise RuntimeError(
             f"cross_entropy: class-probability targets must have the same shape as the input "
@@ -210,7 +210,7 @@ def _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing
     return loss
 
 
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """``-(t log(x) + (1 - t) log(1 - x))`` for probabilities ``x`` (logs clamped at -100)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -233,7 +233,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction: str = "mean", pos_weight=None):
     """Sigmoid + binary cross entropy in one stable expression (log-sum-exp form)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -256,7 +256,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
-def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False):
     """Kullback-Leibler divergence ``target * (log(target) - input)``; ``input`` is log-probabilities."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -301,7 +301,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_averag
     return _reduce(loss, reduction, "margin_ranking_loss")
 
 
-def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):  # noqa: A002
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``log(1 + exp(-target * input))``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     z = -target * input
@@ -309,7 +309,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     return _reduce(loss, reduction, "soft_margin_loss")
 
 
-def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None,  # noqa: A002
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None,
                       size_average=None, reduce=None, reduction: str = "mean"):
     """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C`` per
     sample (times ``weight[y]`` when given), for ``input`` (N, C) or (C,).
@@ -344,7 +344,7 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     return _reduce(loss, reduction, "multi_margin_loss")
 
 
-def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,  # noqa: A002
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -354,7 +354,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, 
     return _reduce(loss, reduction, "hinge_embedding_loss")
 
 
-def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,  # noqa: A002
+def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
                      size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean"):
     """Poisson negative log-likelihood (optionally with Stirling's term)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -369,7 +369,7 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, 
     return _reduce(loss, reduction, "poisson_nll_loss")
 
 
-def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,  # noqa: A002
+def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean"):
     """``0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps))`` (+ const if ``full``)."""
     if var._data.shape != input._data.shape:
@@ -405,7 +405,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     return _reduce(loss, reduction, "triplet_margin_loss")
 
 
-def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,
                            reduction: str = "mean"):
     """Multi-label hinge loss: each row of ``target`` lists the sample's classes (int64),
     ended by the first ``-1``; every (listed class ``j``, other class ``k``) pair adds
@@ -441,7 +441,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noq
     return _reduce(loss, reduction, "multilabel_margin_loss")
 
 
-def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean"):
     """Mean over classes of the binary cross entropy of ``sigmoid(input)`` and ``target``."""
     from .functional import logsigmoid  # noqa: PLC0415  (functional imports this module)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..ops import elementwise as E  # noqa: N812
-from . import functional as F  # noqa: N812
+from ..ops import elementwise as E
+from . import functional as F
 from ._factory import new_param
 from .init import constant_
 from .module import Module
@@ -27,7 +27,7 @@ class ReLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.relu(input, self.inplace) if self.inplace else E.relu(input)
 
     def extra_repr(self) -> str:
@@ -41,7 +41,7 @@ class ReLU6(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.relu6(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -59,7 +59,7 @@ class Hardtanh(Module):
         self.max_val = max_val
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
@@ -75,7 +75,7 @@ class LeakyReLU(Module):
         self.negative_slope = negative_slope
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
@@ -90,7 +90,7 @@ class ELU(Module):
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
@@ -105,7 +105,7 @@ class CELU(Module):
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.celu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
@@ -119,7 +119,7 @@ class SELU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.selu(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -133,7 +133,7 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
@@ -147,7 +147,7 @@ class SiLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.silu(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -161,7 +161,7 @@ class Mish(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.mish(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -175,7 +175,7 @@ class Hardswish(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.hardswish(input, self.inplace)
 
 
@@ -186,42 +186,42 @@ class Hardsigmoid(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.hardsigmoid(input, self.inplace)
 
 
 class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return E.sigmoid(input)
 
 
 class Tanh(Module):
     """Hyperbolic tangent."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return E.tanh(input)
 
 
 class LogSigmoid(Module):
     """``log(sigmoid(x))``, stable."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.logsigmoid(input)
 
 
 class Softsign(Module):
     """``x / (1 + |x|)``."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softsign(input)
 
 
 class Tanhshrink(Module):
     """``x - tanh(x)``."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.tanhshrink(input)
 
 
@@ -233,7 +233,7 @@ class Softplus(Module):
         self.beta = beta
         self.threshold = threshold
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
@@ -247,7 +247,7 @@ class Softshrink(Module):
         super().__init__()
         self.lambd = lambd
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softshrink(input, self.lambd)
 
     def extra_repr(self) -> str:
@@ -261,7 +261,7 @@ class Hardshrink(Module):
         super().__init__()
         self.lambd = lambd
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.hardshrink(input, self.lambd)
 
     def extra_repr(self) -> str:
@@ -277,7 +277,7 @@ class Threshold(Module):
         self.value = value
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
@@ -292,7 +292,7 @@ class GLU(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.glu(input, self.dim)
 
     def extra_repr(self) -> str:
@@ -308,7 +308,7 @@ class RReLU(Module):
         self.upper = upper
         self.inplace = inplace
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
     def extra_repr(self) -> str:
@@ -327,28 +327,28 @@ class _SoftmaxBase(Module):
 class Softmax(_SoftmaxBase):
     """``exp(x) / sum(exp(x))`` along ``dim``."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softmax(input, self.dim)
 
 
 class LogSoftmax(_SoftmaxBase):
     """``log(softmax(x))`` along ``dim``, stable."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.log_softmax(input, self.dim)
 
 
 class Softmin(_SoftmaxBase):
     """``softmax(-x)`` along ``dim``."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softmin(input, self.dim)
 
 
 class Softmax2d(Module):
     """Softmax over the channel dimension of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         if input.dim() not in (3, 4):
             raise ValueError(f"Softmax2d: expected input dimension 3 or 4, got {input.dim()}")
         return F.softmax(input, -3)
@@ -367,7 +367,7 @@ class PReLU(Module):
     def reset_parameters(self) -> None:
         constant_(self.weight, self.init)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.prelu(input, self.weight)
 
     def extra_repr(self) -> str:

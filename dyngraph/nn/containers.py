@@ -118,7 +118,7 @@ class Sequential(Module):
         del self[key]
         return v
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         for module in self._modules.values():
             input = module(input)
         return input
@@ -403,5 +403,5 @@ class ParameterDict(Module):
     def extra_repr(self) -> str:
         return "\n".join(_param_line(k, p, typename=True) for k, p in self.items())
 
-    def __call__(self, input):  # noqa: A002
+    def __call__(self, input):
         raise RuntimeError("ParameterDict should not be called.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..ops import conv as C  # noqa: N812
+from ..ops import conv as C
 from ..ops.shape import pad as _pad
 from ..tensor import Tensor
 from . import init
@@ -152,14 +152,14 @@ class _Conv(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, 0, device, dtype)
 
-    def _conv_forward(self, input: Tensor, weight: Tensor, bias) -> Tensor:  # noqa: A002
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias) -> Tensor:
         if self.padding_mode != "zeros":
             return C._conv_nd(type(self).__name__.lower(), self._nd, self._explicit_pad(input),
                               weight, bias, self.stride, 0, self.dilation, self.groups)
         return C._conv_nd(type(self).__name__.lower(), self._nd, input, weight, bias, self.stride,
                           self.padding, self.dilation, self.groups)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         self._check(input)
         return self._conv_forward(input, self.weight, self.bias)
 
@@ -200,7 +200,7 @@ class _ConvTranspose(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, output_padding, device, dtype)
 
-    def forward(self, input: Tensor, output_size=None) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
         self._check(input)
         return C._conv_transpose_nd(
             type(self).__name__.replace("ConvTranspose", "conv_transpose").lower(), self._nd, input,
@@ -234,7 +234,7 @@ class Unfold(Module):
         self.padding = padding
         self.stride = stride
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return C.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
@@ -253,7 +253,7 @@ class Fold(Module):
         self.padding = padding
         self.stride = stride
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return C.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
                       self.stride)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import functional as F  # noqa: N812
+from . import functional as F
 from .module import Module
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
@@ -29,40 +29,40 @@ class Dropout(_DropoutNd):
     tensor([1., 1., 1.])
     """
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
 
 
 class Dropout1d(_DropoutNd):
     """Zero whole channels of ``(N, C, L)`` inputs in training."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
 class Dropout2d(_DropoutNd):
     """Zero whole channels (dimension 1) with probability ``p`` in training."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class Dropout3d(_DropoutNd):
     """Zero whole channels of ``(N, C, D, H, W)`` inputs in training."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout3d(input, self.p, self.training, self.inplace)
 
 
 class AlphaDropout(_DropoutNd):
     """Dropout that keeps zero mean and unit variance (for SELU networks)."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.alpha_dropout(input, self.p, self.training)
 
 
 class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.feature_alpha_dropout(input, self.p, self.training)

@@ -17,7 +17,7 @@ class Flatten(Module):
         self.start_dim = start_dim
         self.end_dim = end_dim
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         shape = input._data.shape
         if not shape:
             return reshape(input, 1)
@@ -44,7 +44,7 @@ class Unflatten(Module):
         self.dim = dim
         self.unflattened_size = tuple(unflattened_size)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         shape = input._data.shape
         d = _wrap_dim(self.dim, len(shape), "unflatten")
         return reshape(input, *shape[:d], *self.unflattened_size, *shape[d + 1:])
@@ -61,7 +61,7 @@ class ChannelShuffle(Module):
         super().__init__()
         self.groups = groups
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         shape = tuple(input.shape)
         if len(shape) < 3 or shape[1] % self.groups:
             raise RuntimeError(

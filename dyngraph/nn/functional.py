@@ -18,8 +18,8 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import concrete
-from ..ops import elementwise as E  # noqa: N812
-from ..ops.indexing import one_hot  # noqa: F401  (re-exported, as torch.nn.functional)
+from ..ops import elementwise as E
+from ..ops.indexing import one_hot
 from ..ops.nn import (
     embedding,
     embedding_backward_p,
@@ -32,7 +32,7 @@ from ..ops.nn import (
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import sum as _sum
 from ..ops.registry import bind
-from ..ops.shape import pad, reshape  # noqa: F401  (pad re-exported)
+from ..ops.shape import pad, reshape
 from ..random import rng_of
 from ..tensor import Tensor
 from ._functional_common import as_tensor, const, require_float
@@ -94,7 +94,7 @@ def bilinear(input1, input2, weight, bias=None):
     return reshape(y, *lead, o)
 
 
-def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
     """Sum, mean or max of the embeddings of each bag (2-D ``input``, or 1-D with ``offsets``).
@@ -191,13 +191,13 @@ def _bag_max(rows, bag_of, keep, n_bags):
 # activations
 # ---------------------------------------------------------------------------
 
-def _inplace_graph(input, fn, name):  # noqa: A002
+def _inplace_graph(input, fn, name):
     from ..ops.inplace import apply_inplace  # noqa: PLC0415
 
     return apply_inplace(input, fn, name)
 
 
-def _apply(input, fn, inplace: bool, name: str):  # noqa: A002
+def _apply(input, fn, inplace: bool, name: str):
     """``fn(input)``, or with ``inplace`` written back into ``input`` (autograd-aware).
 
     ``fn`` may be a composition: it runs on a clone when ``input`` requires grad, so no
@@ -208,43 +208,43 @@ def _apply(input, fn, inplace: bool, name: str):  # noqa: A002
     return _inplace_graph(input, lambda s: fn(s.clone()) if s._rg else fn(s), name)
 
 
-def relu(input, inplace: bool = False):  # noqa: A002
+def relu(input, inplace: bool = False):
     """max(0, x). ``inplace=True`` overwrites ``input``."""
     if inplace:
         return _inplace_graph(input, E.relu, "relu_")
     return E.relu(input)
 
 
-def relu_(input):  # noqa: A002
+def relu_(input):
     """In-place ``relu``."""
     return relu(input, inplace=True)
 
 
-def relu6(input, inplace: bool = False):  # noqa: A002
+def relu6(input, inplace: bool = False):
     """``min(max(0, x), 6)``."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
-def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     """``x`` if ``x > 0`` else ``negative_slope * x``."""
     if inplace:
         return _inplace_graph(input, lambda s: E.leaky_relu(s, negative_slope), "leaky_relu_")
     return E.leaky_relu(input, negative_slope)
 
 
-def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
+def leaky_relu_(input, negative_slope: float = 0.01):
     """In-place ``leaky_relu``."""
     return leaky_relu(input, negative_slope, True)
 
 
-def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+def elu(input, alpha: float = 1.0, inplace: bool = False):
     """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
     if inplace:
         return _inplace_graph(input, lambda s: E.elu(s, alpha), "elu_")
     return E.elu(input, alpha)
 
 
-def elu_(input, alpha: float = 1.0):  # noqa: A002
+def elu_(input, alpha: float = 1.0):
     """In-place ``elu``."""
     return elu(input, alpha, True)
 
@@ -253,19 +253,19 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def selu(input, inplace: bool = False):  # noqa: A002
+def selu(input, inplace: bool = False):
     """``scale * elu(x, alpha)`` with the self-normalising constants."""
     return _apply(input, lambda s: E.elu(s, _SELU_ALPHA) * _SELU_SCALE, inplace, "selu_")
 
 
-def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _apply(input, lambda s: E.elu(s / alpha, 1.0) * alpha, inplace, "celu_")
 
 
-def gelu(input, approximate: str = "none"):  # noqa: A002
+def gelu(input, approximate: str = "none"):
     """Gaussian error linear unit, exact (``'none'``) or the ``'tanh'`` approximation.
 
     >>> F.gelu(dg.tensor([0.0]))
@@ -276,39 +276,39 @@ def gelu(input, approximate: str = "none"):  # noqa: A002
     return E.gelu(input, approximate)
 
 
-def silu(input, inplace: bool = False):  # noqa: A002
+def silu(input, inplace: bool = False):
     """``x * sigmoid(x)`` (swish)."""
     return _apply(input, E.silu, inplace, "silu_")
 
 
-def mish(input, inplace: bool = False):  # noqa: A002
+def mish(input, inplace: bool = False):
     """``x * tanh(softplus(x))``."""
     return _apply(input, lambda s: s * E.tanh(E.softplus(s)), inplace, "mish_")
 
 
-def sigmoid(input):  # noqa: A002
+def sigmoid(input):
     """``1 / (1 + exp(-x))``."""
     return E.sigmoid(input)
 
 
-def tanh(input):  # noqa: A002
+def tanh(input):
     """Hyperbolic tangent."""
     return E.tanh(input)
 
 
-def softplus(input, beta: float = 1.0, threshold: float = 20.0):  # noqa: A002
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta * x)) / beta`` (linear above ``threshold``)."""
     return E.softplus(input, beta, threshold)
 
 
-def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
     """``softmax(-input)``."""
     if dtype is not None:
         input = input.to(dtype)
     return softmax(-input, dim)
 
 
-def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     """Clamp to ``[min_val, max_val]``."""
     if min_val > max_val:
         raise ValueError("hardtanh: min_val cannot be greater than max_val")
@@ -317,24 +317,24 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
     return E.hardtanh(input, min_val, max_val)
 
 
-def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
     """In-place ``hardtanh``."""
     return hardtanh(input, min_val, max_val, True)
 
 
-def hardswish(input, inplace: bool = False):  # noqa: A002
+def hardswish(input, inplace: bool = False):
     """``x * relu6(x + 3) / 6``."""
     return _apply(input, lambda s: s * E.hardtanh(s + 3.0, 0.0, 6.0) * (1.0 / 6.0), inplace,
                   "hardswish_")
 
 
-def hardsigmoid(input, inplace: bool = False):  # noqa: A002
+def hardsigmoid(input, inplace: bool = False):
     """``relu6(x + 3) / 6``."""
     return _apply(input, lambda s: E.hardtanh(s + 3.0, 0.0, 6.0) * (1.0 / 6.0), inplace,
                   "hardsigmoid_")
 
 
-def prelu(input, weight):  # noqa: A002
+def prelu(input, weight):
     """``max(0, x) + weight * min(0, x)``; ``weight`` has 1 or C (= ``input.shape[1]``) entries."""
     n = weight._data.size
     if input._data.ndim >= 2 and n > 1:
@@ -353,37 +353,37 @@ def prelu(input, weight):  # noqa: A002
     return E.where(input > 0, input, w * input)
 
 
-def logsigmoid(input):  # noqa: A002
+def logsigmoid(input):
     """``log(sigmoid(x)) = -softplus(-x)``, stable for large |x|."""
     return -(E.log1p(E.exp(-E.abs(input))) + E.relu(-input))
 
 
-def softsign(input):  # noqa: A002
+def softsign(input):
     """``x / (1 + |x|)``."""
     return input / (E.abs(input) + 1.0)
 
 
-def tanhshrink(input):  # noqa: A002
+def tanhshrink(input):
     """``x - tanh(x)``."""
     return input - E.tanh(input)
 
 
-def softshrink(input, lambd: float = 0.5):  # noqa: A002
+def softshrink(input, lambd: float = 0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     return E.where(input > lambd, input - lambd, E.where(input < -lambd, input + lambd, input * 0.0))
 
 
-def hardshrink(input, lambd: float = 0.5):  # noqa: A002
+def hardshrink(input, lambd: float = 0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     return E.where((input > lambd) | (input < -lambd), input, input * 0.0)
 
 
-def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
+def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``x if x > threshold else value``."""
     return _apply(input, lambda s: E.where(s > threshold, s, value), inplace, "threshold_")
 
 
-def glu(input, dim: int = -1):  # noqa: A002
+def glu(input, dim: int = -1):
     """``a * sigmoid(b)`` where ``a, b`` are the two halves of ``input`` along ``dim``."""
     nd = input._data.ndim
     d = dim % nd
@@ -396,7 +396,7 @@ def glu(input, dim: int = -1):  # noqa: A002
     return a * E.sigmoid(b)
 
 
-def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False, generator=None):
     """Randomised leaky ReLU: random slopes in training, their mean in evaluation."""
     if not training:
@@ -415,7 +415,7 @@ def _var_mean(x, dims):
     return _mean(c * c, dims, keepdim=True), m, c
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalise over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -435,7 +435,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return bind(layer_norm_p, (input, weight, bias), {"ndim": len(ns), "eps": float(eps)})
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+def rms_norm(input, normalized_shape, weight=None, eps=None):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last dimensions."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -447,7 +447,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     return y * weight if weight is not None else y
 
 
-def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     """Normalise over groups of channels (dimension 1) and the spatial dimensions."""
     shape = input._data.shape
     if input._data.ndim < 2:
@@ -470,7 +470,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     return y
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                training: bool = False, momentum: float | None = 0.1, eps: float = 1e-5):
     """Batch normalisation over dimension 1 (``(N, C)`` or ``(N, C, *)`` inputs).
 
@@ -526,7 +526,7 @@ def _update_running(running_mean, running_var, mean, var_unbiased, momentum):
         bump_version(buf)
 
 
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
     """Normalise each (sample, channel) over its spatial dimensions."""
     shape = input._data.shape
@@ -550,7 +550,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     return y
 
 
-def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0):
     """Normalise each channel by the energy of its ``size`` neighbouring channels."""
     c = input._data.shape[1]
@@ -566,7 +566,7 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return input / div
 
 
-def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):  # noqa: A002
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
     norm = _pnorm(input, p, dim, keepdim=True)
     return input / E.clamp(norm, min=eps)
@@ -595,7 +595,7 @@ def _keep_mask(shape, p, dtype, generator=None):
     return (rng_of(generator).random(shape) >= p).astype(dtype)
 
 
-def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     Uses dyngraph's RNG (``dg.manual_seed``); the identity when ``training`` is False.
@@ -613,7 +613,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return _apply(input, lambda s: s * scale, inplace, "dropout_")
 
 
-def _feature_dropout(input, p, training, inplace, op, min_dim):  # noqa: A002
+def _feature_dropout(input, p, training, inplace, op, min_dim):
     _check_p(p, op)
     if not training or p == 0.0:
         return input
@@ -630,12 +630,12 @@ def _feature_dropout(input, p, training, inplace, op, min_dim):  # noqa: A002
     return _apply(input, lambda s: s * scale, inplace, op + "_")
 
 
-def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero whole channels of an ``(N, C, L)`` input."""
     return _feature_dropout(input, p, training, inplace, "dropout1d", 3)
 
 
-def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero whole channels of an ``(N, C, H, W)`` input.
 
     A 2-D input warns and drops element-wise (PyTorch's deprecated behaviour: each
@@ -650,7 +650,7 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     return _feature_dropout(input, p, training, inplace, "dropout2d", 3)
 
 
-def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero whole channels of an ``(N, C, D, H, W)`` input."""
     return _feature_dropout(input, p, training, inplace, "dropout3d", 4)
 
@@ -658,7 +658,7 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
 _ALPHA_PRIME = 1.7580993408473766  # SELU scale * alpha
 
 
-def _alpha_dropout(input, p, training, mask_shape):  # noqa: A002
+def _alpha_dropout(input, p, training, mask_shape):
     _check_p(p, "alpha_dropout")
     if not training or p == 0.0:
         return input
@@ -671,12 +671,12 @@ def _alpha_dropout(input, p, training, mask_shape):  # noqa: A002
     return input * _const((keep * a).astype(dt)) + _const(b.astype(dt))
 
 
-def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):  # noqa: A002
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
     """Dropout that keeps the self-normalising property of SELU networks."""
     return _alpha_dropout(input, p, training, input._data.shape)
 
 
-def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):  # noqa: A002
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
     """Alpha dropout of whole channels."""
     s = input._data.shape
     return _alpha_dropout(input, p, training, s[:2] + (1,) * (len(s) - 2))
@@ -700,7 +700,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     return _pnorm(d, p, -1, keepdim=keepdim)
 
 
-def pdist(input, p: float = 2.0):  # noqa: A002
+def pdist(input, p: float = 2.0):
     """``p``-norm distances between all pairs of rows ``i < j`` of an (N, M) input, in
     row-major order of the upper triangle (length N (N - 1) / 2).
 
@@ -765,10 +765,10 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
 
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
 try:
-    from .functional_conv import *  # noqa: F401,F403,E402
+    from .functional_conv import *  # noqa: F403
 except ImportError:
     pass
 try:
-    from .functional_attention import *  # noqa: F401,F403,E402
+    from .functional_attention import *  # noqa: F403
 except ImportError:
     pass

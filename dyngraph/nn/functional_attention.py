@@ -58,7 +58,7 @@ def _dtype_of(np_dtype):
     return dtypes.from_numpy_dtype(np.dtype(np_dtype))
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,  # noqa: PLR0913
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """``softmax(q @ k^T * scale + mask) @ v`` over the last two dims (PyTorch's semantics).
 
@@ -86,7 +86,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         rep = query._data.shape[-3] // key._data.shape[-3]
         key = repeat_interleave(key, rep, dim=-3)
         value = repeat_interleave(value, rep, dim=-3)
-    L, S, E = query._data.shape[-2], key._data.shape[-2], query._data.shape[-1]  # noqa: N806
+    L, S, E = query._data.shape[-2], key._data.shape[-2], query._data.shape[-1]
     scale_factor = 1.0 / math.sqrt(E) if scale is None else float(scale)
     scores = matmul(query, transpose(key, -2, -1)) * scale_factor
     dt = scores._data.dtype
@@ -133,7 +133,7 @@ def _heads(x, n, h, hd, batch_first):
     return transpose(reshape(x, (length, n * h, hd)), 0, 1)
 
 
-def multi_head_attention_forward(  # noqa: PLR0913, PLR0912, PLR0915
+def multi_head_attention_forward(
         query, key, value, embed_dim_to_check: int, num_heads: int, in_proj_weight, in_proj_bias,
         bias_k, bias_v, add_zero_attn: bool, dropout_p: float, out_proj_weight, out_proj_bias,
         training: bool = True, key_padding_mask=None, need_weights: bool = True, attn_mask=None,

@@ -42,30 +42,30 @@ __all__ = [
 ]
 
 
-def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):  # noqa: A002
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
     return adaptive_max_pool1d(input, output_size, True)
 
 
-def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):  # noqa: A002
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
     return adaptive_max_pool2d(input, output_size, True)
 
 
-def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):  # noqa: A002
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """Deprecated alias of :func:`interpolate` (as in PyTorch)."""
     warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
                   stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-def upsample_nearest(input, size=None, scale_factor=None):  # noqa: A002
+def upsample_nearest(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
-def upsample_bilinear(input, size=None, scale_factor=None):  # noqa: A002
+def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
-def pixel_shuffle(input, upscale_factor: int):  # noqa: A002
+def pixel_shuffle(input, upscale_factor: int):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r) (PyTorch's sub-pixel rearrangement)."""
     from ..ops.shape import permute, reshape  # noqa: PLC0415
 
@@ -83,7 +83,7 @@ def pixel_shuffle(input, upscale_factor: int):  # noqa: A002
     return reshape(x, lead + (c // (r * r), h * r, w * r))
 
 
-def pixel_unshuffle(input, downscale_factor: int):  # noqa: A002
+def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of :func:`pixel_shuffle`."""
     from ..ops.shape import permute, reshape  # noqa: PLC0415
 
@@ -100,8 +100,8 @@ def pixel_unshuffle(input, downscale_factor: int):  # noqa: A002
     return reshape(x, lead + (c * r * r, h // r, w // r))
 
 
-def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):  # noqa: A002
-    from ..ops import elementwise as E  # noqa: PLC0415, N812
+def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):
+    from ..ops import elementwise as E  # noqa: PLC0415
 
     k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * nd
     if len(k) != nd:
@@ -115,7 +115,7 @@ def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):  # noqa:
     return (E.sign(avg) * E.relu(E.abs(avg)) * n) ** (1.0 / norm_type)
 
 
-def lp_pool1d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):  # noqa: A002
+def lp_pool1d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
     """Power-average pooling: ``(sum over the window of x**p) ** (1/p)`` on (N, C, L) input.
 
     >>> F.lp_pool1d(dg.tensor([[[3., 4.]]]), 2, 2)
@@ -124,6 +124,6 @@ def lp_pool1d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool
     return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
 
 
-def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):  # noqa: A002
+def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
     """Power-average pooling over 2-d windows of an (N, C, H, W) input (see :func:`lp_pool1d`)."""
     return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)

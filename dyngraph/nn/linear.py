@@ -8,7 +8,7 @@ from .. import dtypes as _dt
 from ..ops.nn import linear_p
 from ..ops.registry import bind
 from ..tensor import Tensor
-from . import functional as F  # noqa: N812
+from . import functional as F
 from . import init
 from ._factory import new_param
 from .module import Module
@@ -22,7 +22,7 @@ class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return input
 
 
@@ -58,7 +58,7 @@ class Linear(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         # Hot path (one call per layer per step): two dict reads, one identity test on the
         # dtypes and one shape test before the linear primitive; the messages are built only
         # when a check fails.

@@ -10,7 +10,7 @@ dyngraph.Size([])
 
 from __future__ import annotations
 
-from . import functional as F  # noqa: N812
+from . import functional as F
 from .module import Module
 
 __all__ = [
@@ -36,14 +36,14 @@ class _WeightedLoss(_Loss):
 class L1Loss(_Loss):
     """Mean absolute error."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class MSELoss(_Loss):
     """Mean squared error."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
@@ -54,7 +54,7 @@ class SmoothL1Loss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
@@ -65,7 +65,7 @@ class HuberLoss(_Loss):
         super().__init__(reduction=reduction)
         self.delta = delta
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
@@ -77,7 +77,7 @@ class NLLLoss(_WeightedLoss):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
@@ -91,7 +91,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
@@ -99,7 +99,7 @@ class CrossEntropyLoss(_WeightedLoss):
 class BCELoss(_WeightedLoss):
     """Binary cross entropy of probabilities (use BCEWithLogitsLoss for logits)."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
@@ -112,7 +112,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   pos_weight=self.pos_weight,
                                                   reduction=self.reduction)
@@ -126,7 +126,7 @@ class KLDivLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
@@ -159,7 +159,7 @@ class MarginRankingLoss(_Loss):
 class SoftMarginLoss(_Loss):
     """``log(1 + exp(-y * x))``."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
@@ -171,7 +171,7 @@ class HingeEmbeddingLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
 
 
@@ -198,7 +198,7 @@ class GaussianNLLLoss(_Loss):
         self.full = full
         self.eps = eps
 
-    def forward(self, input, target, var):  # noqa: A002
+    def forward(self, input, target, var):
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
                                    reduction=self.reduction)
 
@@ -222,7 +222,7 @@ class TripletMarginLoss(_Loss):
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     """Per-class logistic loss averaged over classes."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
                                              reduction=self.reduction)
 
@@ -231,7 +231,7 @@ class MultiLabelMarginLoss(_Loss):
     """Multi-label hinge loss (``F.multilabel_margin_loss``): targets list class indices,
     ended by ``-1``."""
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
 
 
@@ -246,6 +246,6 @@ class MultiMarginLoss(_WeightedLoss):
         self.p = p
         self.margin = margin
 
-    def forward(self, input, target):  # noqa: A002
+    def forward(self, input, target):
         return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
                                    reduction=self.reduction)

@@ -167,7 +167,7 @@ class Module:
                             hook(self, args, kwargs, result)
                         else:
                             hook(self, args, result)
-                    except Exception as hook_exc:  # noqa: BLE001 (report, keep the original)
+                    except Exception as hook_exc:
                         warnings.warn(f"forward hook with always_call=True raised: {hook_exc}",
                                       stacklevel=2)
             raise
@@ -499,7 +499,7 @@ class Module:
                         param._data = arr if arr.flags.writeable else np.array(arr)
                     else:
                         param.copy_(Tensor._make(np.asarray(arr), False, None, 0))
-            except Exception as exc:  # noqa: BLE001 (collected and reported with the others)
+            except Exception as exc:
                 error_msgs.append(
                     f'While copying the parameter named "{key}", whose dimensions in the model '
                     f"are {list(param.shape)} and whose dimensions in the checkpoint are "
@@ -738,7 +738,7 @@ class Module:
         """One-line description used in error messages: ``Linear(in_features=4, ...)``."""
         try:
             extra = self.extra_repr()
-        except Exception:  # noqa: BLE001 (never let a message fail)
+        except Exception:
             extra = ""
         if "\n" in extra:
             extra = ""

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import concrete
-from . import functional as F  # noqa: N812
+from . import functional as F
 from ._factory import check_input, float_dtype, new_buffer, new_param
 from .init import ones_, zeros_
 from .module import Module
@@ -52,7 +52,7 @@ class LayerNorm(Module):
     def reset_parameters(self) -> None:
         _reset_affine(self)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         check_input(input)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
@@ -109,7 +109,7 @@ class GroupNorm(Module):
     def reset_parameters(self) -> None:
         _reset_affine(self)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         check_input(input)
         if input.dim() < 2 or input.shape[1] != self.num_channels:
             raise RuntimeError(
@@ -169,7 +169,7 @@ class _NormBase(Module):
             if self.bias is not None:
                 zeros_(self.bias)
 
-    def _check_input_dim(self, input) -> None:  # noqa: A002
+    def _check_input_dim(self, input) -> None:
         if input.dim() not in self._dims:
             want = " or ".join(f"{d}D" for d in self._dims)
             raise ValueError(f"expected {want} input (got {input.dim()}D input of shape "
@@ -191,7 +191,7 @@ class _NormBase(Module):
 
 
 class _BatchNorm(_NormBase):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         check_input(input)
         self._check_input_dim(input)
         if input.shape[1] != self.num_features:
@@ -238,7 +238,7 @@ class _InstanceNorm(_NormBase):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
                          bias=bias)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         check_input(input)
         self._check_input_dim(input)
         unbatched = input.dim() == self._dims[0]
@@ -277,7 +277,7 @@ class LocalResponseNorm(Module):
         self.beta = beta
         self.k = k
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:

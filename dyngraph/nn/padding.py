@@ -39,7 +39,7 @@ class _PadNd(Module):
         self.padding = _padding_tuple(padding, self._n, type(self).__name__)
         self.value = value
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         if input.ndim not in (self._n + 1, self._n + 2):
             raise ValueError(
                 f"{type(self).__name__}: expected a {self._n + 1}-D (unbatched) or {self._n + 2}-D "

@@ -50,7 +50,7 @@ class Parameter(Tensor):
             t._rg = True
         return t
 
-    def __init__(self, data=None, requires_grad: bool = True):  # noqa: D107 (set in __new__)
+    def __init__(self, data=None, requires_grad: bool = True):
         pass
 
     def __repr__(self) -> str:
@@ -106,7 +106,7 @@ class Buffer(Tensor):
         t.persistent = bool(persistent)
         return t
 
-    def __init__(self, data=None, *, persistent: bool = True):  # noqa: D107 (set in __new__)
+    def __init__(self, data=None, *, persistent: bool = True):
         pass
 
     def __reduce_ex__(self, protocol):

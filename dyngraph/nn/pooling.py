@@ -8,7 +8,7 @@ dyngraph.Size([1, 3, 4, 4])
 
 from __future__ import annotations
 
-from ..ops import conv as C  # noqa: N812
+from ..ops import conv as C
 from ..tensor import Tensor
 from ._conv_common import check_spatial_input
 from .module import Module
@@ -35,7 +35,7 @@ class _MaxPoolNd(Module):
         return ("kernel_size={kernel_size}, stride={stride}, padding={padding}, "
                 "dilation={dilation}, ceil_mode={ceil_mode}").format(**self.__dict__)
 
-    def forward(self, input: Tensor):  # noqa: A002
+    def forward(self, input: Tensor):
         check_spatial_input(self, input, self._nd)
         return C._max_pool_nd(type(self).__name__.lower().replace("maxpool", "max_pool"), self._nd,
                               input, self.kernel_size, self.stride, self.padding, self.dilation,
@@ -73,7 +73,7 @@ class AvgPool1d(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 1)
         return C.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
@@ -99,7 +99,7 @@ class AvgPool2d(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 2)
         return C.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
@@ -121,7 +121,7 @@ class AdaptiveAvgPool1d(_AdaptiveNd):
 
     _nd = 1
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 1)
         return C.adaptive_avg_pool1d(input, self.output_size)
 
@@ -133,7 +133,7 @@ class AdaptiveAvgPool2d(_AdaptiveNd):
     dyngraph.Size([2, 8, 1, 1])
     """
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 2)
         return C.adaptive_avg_pool2d(input, self.output_size)
 
@@ -149,7 +149,7 @@ class AdaptiveMaxPool1d(_AdaptiveMax):
 
     _nd = 1
 
-    def forward(self, input: Tensor):  # noqa: A002
+    def forward(self, input: Tensor):
         check_spatial_input(self, input, 1)
         return C.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
@@ -157,7 +157,7 @@ class AdaptiveMaxPool1d(_AdaptiveMax):
 class AdaptiveMaxPool2d(_AdaptiveMax):
     """Max pooling to a fixed output size (PyTorch's ``nn.AdaptiveMaxPool2d``)."""
 
-    def forward(self, input: Tensor):  # noqa: A002
+    def forward(self, input: Tensor):
         check_spatial_input(self, input, 2)
         return C.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
@@ -176,7 +176,7 @@ class _MaxUnpoolNd(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
         check_spatial_input(self, input, self._nd)
         return C._max_unpool_nd(type(self).__name__, self._nd, input, indices, self.kernel_size,
                                 self.stride, self.padding, output_size)
@@ -208,8 +208,8 @@ class _LPPoolNd(Module):
         return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"ceil_mode={self.ceil_mode}")
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        from . import functional_conv as FC  # noqa: PLC0415, N812
+    def forward(self, input: Tensor) -> Tensor:
+        from . import functional_conv as FC  # noqa: PLC0415
 
         fn = FC.lp_pool1d if self._nd == 1 else FC.lp_pool2d
         return fn(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)

@@ -29,7 +29,7 @@ from ..ops.nn import linear
 from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
 from ..ops.shape import cat, reshape, stack, transpose, unsqueeze
 from ..tensor import Tensor
-from . import functional as F  # noqa: N812
+from . import functional as F
 from . import init
 from ._factory import new_param
 from .module import Module
@@ -140,7 +140,7 @@ class RNNBase(Module):
         return s.format(**self.__dict__)
 
     # -- forward -------------------------------------------------------------
-    def _prepare(self, input, hx):  # noqa: A002
+    def _prepare(self, input, hx):
         """Return (data (S, I), batch_sizes, max_batch, layout info, hx list)."""
         name = type(self).__name__
         if isinstance(input, PackedSequence):
@@ -270,7 +270,7 @@ class RNN(RNNBase):
         b = None if b_ih is None else b_ih + b_hh
         return rnn_layer(linear(x, w_ih, b), h0s[0], w_hh, sizes, reverse, self.nonlinearity)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         data, sizes, b, info = self._prepare(input, hx)
         h0 = self._state(hx, b, info)
         out, (hn,) = self._run(data, sizes, [h0])
@@ -295,7 +295,7 @@ class LSTM(RNNBase):
         w_hr = self._parameters.get(f"weight_hr{self._sfx}") if self.proj_size else None
         return lstm_layer(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse, w_hr)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         data, sizes, b, info = self._prepare(input, hx)
         if hx is None:
             h0 = c0 = None
@@ -325,7 +325,7 @@ class GRU(RNNBase):
     def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
         return gru_layer(linear(x, w_ih, b_ih), h0s[0], w_hh, b_hh, sizes, reverse)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         data, sizes, b, info = self._prepare(input, hx)
         h0 = self._state(hx, b, info)
         out, (hn,) = self._run(data, sizes, [h0])
@@ -369,7 +369,7 @@ class RNNCellBase(Module):
             s += ", nonlinearity={nonlinearity}"
         return s.format(**self.__dict__)
 
-    def _check(self, input, states):  # noqa: A002
+    def _check(self, input, states):
         name = type(self).__name__
         if not isinstance(input, Tensor):
             raise TypeError(f"{name}: expected a Tensor input, got {type(input).__name__}")
@@ -417,7 +417,7 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         x, (h,), batched = self._check(input, [hx])
         p = self._parameters
         b = None if p["bias_ih"] is None else p["bias_ih"] + p["bias_hh"]
@@ -437,7 +437,7 @@ class LSTMCell(RNNCellBase):
                  dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         h0, c0 = (None, None) if hx is None else hx
         x, (h, c), batched = self._check(input, [h0, c0])
         p = self._parameters
@@ -456,7 +456,7 @@ class GRUCell(RNNCellBase):
                  dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         x, (h,), batched = self._check(input, [hx])
         p = self._parameters
         _, hn = gru_layer(linear(x, p["weight_ih"], p["bias_ih"]), h, p["weight_hh"], p["bias_hh"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import functional as F  # noqa: N812
+from . import functional as F
 from ._factory import new_param
 from .init import normal_
 from .module import Module
@@ -65,7 +65,7 @@ class Embedding(Module):
         if self.padding_idx is not None:
             self.weight._data[self.padding_idx] = 0
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
@@ -123,7 +123,7 @@ class EmbeddingBag(Module):
         if self.padding_idx is not None:
             self.weight._data[self.padding_idx] = 0
 
-    def forward(self, input, offsets=None, per_sample_weights=None):  # noqa: A002
+    def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
                                self.scale_grad_by_freq, self.mode, self.sparse,
                                per_sample_weights, self.include_last_offset, self.padding_idx)

@@ -18,7 +18,7 @@ import copy
 import numpy as np
 
 from ..tensor import Tensor
-from . import functional as F  # noqa: N812
+from . import functional as F
 from . import init
 from ._factory import new_param
 from .containers import ModuleList

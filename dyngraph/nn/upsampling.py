@@ -36,7 +36,7 @@ class Upsample(Module):
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         if not isinstance(input, Tensor):
             raise TypeError(f"{self.name}: expected a dyngraph Tensor, got {type(input).__name__}")
         if input._data.ndim not in (3, 4):
@@ -79,7 +79,7 @@ class PixelShuffle(Module):
         super().__init__()
         self.upscale_factor = upscale_factor
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return pixel_shuffle(input, self.upscale_factor)
 
     def extra_repr(self) -> str:
@@ -93,7 +93,7 @@ class PixelUnshuffle(Module):
         super().__init__()
         self.downscale_factor = downscale_factor
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return pixel_unshuffle(input, self.downscale_factor)
 
     def extra_repr(self) -> str:

@@ -107,7 +107,7 @@ def _clip(ctx, node):
 @lowering("gelu")
 def _gelu(ctx, node):
     x = ctx.arg(node, 0)
-    s = lambda v: ctx.scalar(v, node)  # noqa: E731
+    s = lambda v: ctx.scalar(v, node)
     if node.params.get("approximate", "none") == "tanh":
         x3 = ctx.add("Mul", [ctx.add("Mul", [x, x]), x])
         inner = ctx.add("Mul", [ctx.add("Add", [x, ctx.add("Mul", [x3, s(0.044715)])]),

@@ -321,7 +321,7 @@ def _fold_params(op, kernel_size, dilation, padding, stride):
     return {"kernel_size": k, "dilation": d, "padding": tuple((v, v) for v in p), "stride": s}
 
 
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding local blocks: (N, C, H, W) -> (N, C * prod(kernel_size), L) (im2col).
 
     >>> dg.nn.functional.unfold(dg.randn(1, 2, 4, 4), 2).shape
@@ -344,7 +344,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     return _unbatch(bind(unfold_p, (input,), params), added)
 
 
-def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Combine sliding blocks (N, C * prod(kernel_size), L) into (N, C, *output_size), summing overlaps.
 
     >>> x = dg.randn(1, 2, 4, 4)
@@ -409,7 +409,7 @@ def _check_float(op, *ts):
                 f"(shape {list(t.shape)}); convert it with .float()")
 
 
-def _batchify(op, input, nd):  # noqa: A002
+def _batchify(op, input, nd):
     """Return (input with a batch dim, whether one was added)."""
     r = input._data.ndim
     if r == nd + 2:
@@ -431,7 +431,7 @@ def _unbatch(t, added):
     return reshape(t, _size(t)[1:])
 
 
-def _conv_args(op, input, weight, bias, nd, transposed, groups):  # noqa: A002
+def _conv_args(op, input, weight, bias, nd, transposed, groups):
     input = as_tensor_arg(input, op)
     weight = as_tensor_arg(weight, op)
     bias = None if bias is None else as_tensor_arg(bias, op)
@@ -471,7 +471,7 @@ def _conv_args(op, input, weight, bias, nd, transposed, groups):  # noqa: A002
     return input, weight, bias, added
 
 
-def _conv_nd(op, nd, input, weight, bias, stride, padding, dilation, groups):  # noqa: A002
+def _conv_nd(op, nd, input, weight, bias, stride, padding, dilation, groups):
     input, weight, bias, added = _conv_args(op, input, weight, bias, nd, False, groups)
     stride = _tuple(stride, nd, "stride", op)
     dilation = _tuple(dilation, nd, "dilation", op)
@@ -510,7 +510,7 @@ def _conv_nd(op, nd, input, weight, bias, stride, padding, dilation, groups):  #
     return _unbatch(bind(conv_p, (input, weight, bias), params), added)
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-d convolution over ``(N, C, L)`` (or unbatched ``(C, L)``), PyTorch's semantics.
 
     ``padding`` is an int, a tuple, ``'valid'`` or ``'same'``.
@@ -521,7 +521,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv_nd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-d convolution over ``(N, C, H, W)`` (or unbatched ``(C, H, W)``), PyTorch's semantics.
 
     >>> dg.conv2d(dg.randn(2, 3, 8, 8), dg.randn(6, 3, 3, 3), padding=1).shape
@@ -530,12 +530,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """3-d convolution over ``(N, C, D, H, W)`` (or unbatched ``(C, D, H, W)``)."""
     return _conv_nd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
-def _conv_transpose_nd(op, nd, input, weight, bias, stride, padding, output_padding, groups,  # noqa: A002
+def _conv_transpose_nd(op, nd, input, weight, bias, stride, padding, output_padding, groups,
                        dilation, output_size=None):
     input, weight, bias, added = _conv_args(op, input, weight, bias, nd, True, groups)
     stride = _tuple(stride, nd, "stride", op)
@@ -570,14 +570,14 @@ def _conv_transpose_nd(op, nd, input, weight, bias, stride, padding, output_padd
     return _unbatch(bind(conv_transpose_p, (input, weight, bias), params), added)
 
 
-def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """1-d transposed convolution ("deconvolution"); weight is ``(C_in, C_out/groups, k)``."""
     return _conv_transpose_nd("conv_transpose1d", 1, input, weight, bias, stride, padding,
                               output_padding, groups, dilation)
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """2-d transposed convolution; weight is ``(C_in, C_out/groups, kH, kW)``.
 
@@ -731,7 +731,7 @@ pool_scatter_p.defvjp(lambda g, out, gy, idx, in_size, window=None: pool_gather_
 pool_gather_p.defvjp(lambda g, out, x, idx: pool_scatter_p(g, idx, in_size=tuple(x.shape[2:])), None)
 
 
-def _max_pool_nd(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):  # noqa: A002
+def _max_pool_nd(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     input = as_tensor_arg(input, op)
     _check_float(op, input)
     input, added = _batchify(op, input, nd)
@@ -759,14 +759,14 @@ def _max_pool_nd(op, nd, input, kernel_size, stride, padding, dilation, ceil_mod
     return (vals, idx) if return_indices else vals
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """1-d max pooling over ``(N, C, L)``; ``return_indices=True`` also returns the argmax positions."""
     return _max_pool_nd("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                         return_indices)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """2-d max pooling over ``(N, C, H, W)``.
 
@@ -777,17 +777,17 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                         return_indices)
 
 
-def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=True):
     return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=True):
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-def _max_unpool_nd(op, nd, input, indices, kernel_size, stride, padding, output_size):  # noqa: A002
+def _max_unpool_nd(op, nd, input, indices, kernel_size, stride, padding, output_size):
     input = as_tensor_arg(input, op)
     indices = as_tensor_arg(indices, op)
     _check_float(op, input)
@@ -822,12 +822,12 @@ def _max_unpool_nd(op, nd, input, indices, kernel_size, stride, padding, output_
     return _unbatch(y, added)
 
 
-def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Partial inverse of :func:`max_pool1d`: values go back to their argmax positions."""
     return _max_unpool_nd("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
 
 
-def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Partial inverse of :func:`max_pool2d` (zeros elsewhere).
 
     >>> v, i = dg.max_pool2d(dg.randn(1, 1, 4, 4), 2, return_indices=True)
@@ -904,7 +904,7 @@ avg_pool_adjoint_p.defvjp(
     lambda g, out, gy, in_size, **kw: avg_pool_p(g, **kw))
 
 
-def _avg_pool_nd(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
+def _avg_pool_nd(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override):
     input = as_tensor_arg(input, op)
     _check_float(op, input)
@@ -933,14 +933,14 @@ def _avg_pool_nd(op, nd, input, kernel_size, stride, padding, ceil_mode, count_i
     return _unbatch(bind(avg_pool_p, (input,), params), added)
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """1-d average pooling over ``(N, C, L)``."""
     return _avg_pool_nd("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, None)
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-d average pooling over ``(N, C, H, W)``.
 
@@ -963,7 +963,7 @@ def _adaptive_bounds(n_in, n_out):
     return start, end
 
 
-def _adaptive_size(op, input, output_size, nd):  # noqa: A002
+def _adaptive_size(op, input, output_size, nd):
     if isinstance(output_size, (list, tuple)):
         if len(output_size) != nd:
             raise ValueError(f"{op}: output_size must have {nd} elements, got {output_size!r}")
@@ -986,7 +986,7 @@ def _pool_matrix(n_in, n_out, dtype):
     return Tensor._make(m.astype(dtype), False, None, 0)
 
 
-def _adaptive_avg_nd(op, nd, input, output_size):  # noqa: A002
+def _adaptive_avg_nd(op, nd, input, output_size):
     from .linalg import matmul  # noqa: PLC0415
     from .shape import transpose  # noqa: PLC0415
 
@@ -1009,12 +1009,12 @@ def _adaptive_avg_nd(op, nd, input, output_size):  # noqa: A002
     return _unbatch(y, added)
 
 
-def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+def adaptive_avg_pool1d(input, output_size):
     """Average pooling to a fixed output length (windows as PyTorch computes them)."""
     return _adaptive_avg_nd("adaptive_avg_pool1d", 1, input, output_size)
 
 
-def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+def adaptive_avg_pool2d(input, output_size):
     """Average pooling to a fixed output size; ``None`` keeps that dimension.
 
     >>> dg.adaptive_avg_pool2d(dg.randn(2, 3, 7, 9), (1, 1)).shape
@@ -1056,7 +1056,7 @@ adaptive_max_pool_p.defvjp(
     lambda g, out, x, output_size: pool_scatter_p(g[0], out[1], in_size=tuple(x.shape[2:])))
 
 
-def _adaptive_max_nd(op, nd, input, output_size, return_indices):  # noqa: A002
+def _adaptive_max_nd(op, nd, input, output_size, return_indices):
     input = as_tensor_arg(input, op)
     _check_float(op, input)
     input, added = _batchify(op, input, nd)
@@ -1066,12 +1066,12 @@ def _adaptive_max_nd(op, nd, input, output_size, return_indices):  # noqa: A002
     return (vals, idx) if return_indices else vals
 
 
-def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
+def adaptive_max_pool1d(input, output_size, return_indices=False):
     """Max pooling to a fixed output length."""
     return _adaptive_max_nd("adaptive_max_pool1d", 1, input, output_size, return_indices)
 
 
-def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
+def adaptive_max_pool2d(input, output_size, return_indices=False):
     """Max pooling to a fixed output size; ``return_indices=True`` also returns argmax positions."""
     return _adaptive_max_nd("adaptive_max_pool2d", 2, input, output_size, return_indices)
 
@@ -1177,7 +1177,7 @@ _MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 
           "trilinear": 3}
 
 
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize ``(N, C, L)`` / ``(N, C, H, W)`` / ``(N, C, D, H, W)`` inputs; PyTorch's index
     and weight rules.

@@ -15,7 +15,8 @@ import operator
 import numpy as np
 
 from .._core.state import concrete
-from ..backend import xp
+from ..backend import device as _device
+from ..backend import device_of, move_to, xp
 from ..dtypes import get_default_dtype
 from ..tensor import Tensor
 from ._util import as_tensor_arg, install, operand, quiet_primitives
@@ -433,7 +434,7 @@ digamma_p.defvjp(lambda g, out, x: g * polygamma_p(x, n=1))
 polygamma_p.defvjp(lambda g, out, x, n=1: g * polygamma_p(x, n=n + 1))
 
 
-def lgamma(input):  # noqa: A002
+def lgamma(input):
     """``log |Gamma(input)|``.
 
     >>> dg.lgamma(dg.tensor([1.0, 5.0]))
@@ -442,12 +443,12 @@ def lgamma(input):  # noqa: A002
     return bind(lgamma_p, (as_tensor_arg(input, "lgamma"),))
 
 
-def digamma(input):  # noqa: A002
+def digamma(input):
     """The derivative of :func:`lgamma` (``-inf`` at 0, as PyTorch)."""
     return bind(digamma_p, (as_tensor_arg(input, "digamma"),))
 
 
-def polygamma(n: int, input):  # noqa: A002
+def polygamma(n: int, input):
     """The ``n``-th derivative of :func:`digamma` (``polygamma(0, x) == digamma(x)``)."""
     if int(n) < 0:
         raise RuntimeError(f"polygamma(n, x) does not support negative n, got {n}")
@@ -582,7 +583,7 @@ hardtanh_p.defvjp(lambda g, out, x, min_val=-1.0, max_val=1.0:
 
 
 @primitive("clamp", promote="same", save_inputs=True)
-def clamp_p(x, min=None, max=None):  # noqa: A002
+def clamp_p(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
     if min is not None and max is not None:
@@ -592,7 +593,7 @@ def clamp_p(x, min=None, max=None):  # noqa: A002
     return np.minimum(x, max).astype(x.dtype, copy=False)
 
 
-def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002
+def _clamp_vjp(g, out, x, min=None, max=None):
     if min is not None and max is not None:
         return g * ((x >= min) & (x <= max))
     if min is not None:
@@ -731,15 +732,10 @@ cast_p.defvjp(_cast_vjp)
 
 @primitive("to_device", save_inputs=True)
 def to_device_p(x, device="cpu"):
-    from ..backend import device as _device  # noqa: PLC0415
-    from ..backend import move_to
-
     return move_to(x, _device(device))
 
 
 def _to_device_vjp(g, out, x, device="cpu"):
-    from ..backend import device_of  # noqa: PLC0415
-
     src = x.device if isinstance(x, Tensor) else device_of(x)
     return to_device_p(g, device=str(src))
 
@@ -807,7 +803,7 @@ lcm_p = _int_or_bool("lcm", np.lcm)
 # ---------------------------------------------------------------------------
 
 def _un(prim):
-    def fn(input):  # noqa: A002
+    def fn(input):
         return bind(prim, (input if isinstance(input, Tensor) else as_tensor_arg(input, prim.name),))
 
     fn.__name__ = prim.name
@@ -816,7 +812,7 @@ def _un(prim):
 
 
 def _bin(prim):
-    def fn(input, other):  # noqa: A002
+    def fn(input, other):
         if not isinstance(input, Tensor):
             input = operand(input)
             if not isinstance(input, Tensor) and not isinstance(other, Tensor):
@@ -832,7 +828,7 @@ def _bin(prim):
     return fn
 
 
-def add(input, other, *, alpha=1, out=None):  # noqa: A002
+def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other`` with broadcasting.
 
     >>> dg.add(dg.ones(2), dg.ones(2), alpha=3)
@@ -844,7 +840,7 @@ def add(input, other, *, alpha=1, out=None):  # noqa: A002
     return _bin(add_p)(input, other)
 
 
-def sub(input, other, *, alpha=1):  # noqa: A002
+def sub(input, other, *, alpha=1):
     other = operand(other)
     if alpha != 1:
         other = other * alpha
@@ -855,7 +851,7 @@ subtract = sub
 mul = multiply = _bin(mul_p)
 
 
-def div(input, other, *, rounding_mode=None):  # noqa: A002
+def div(input, other, *, rounding_mode=None):
     """True division (``rounding_mode=None``), or ``"floor"`` / ``"trunc"`` division."""
     if rounding_mode is None:
         return _bin(div_p)(input, other)
@@ -873,7 +869,7 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002
 
 divide = true_divide = div
 neg = negative = _un(neg_p)
-abs = absolute = _un(abs_p)  # noqa: A001
+abs = absolute = _un(abs_p)
 sign = sgn = _un(sign_p)
 reciprocal = _un(reciprocal_p)
 exp, exp2, expm1 = _un(exp_p), _un(exp2_p), _un(expm1_p)
@@ -910,19 +906,19 @@ isnan, isinf, isfinite, signbit = _un(isnan_p), _un(isinf_p), _un(isfinite_p), _
 isposinf, isneginf = _un(isposinf_p), _un(isneginf_p)
 
 
-def square(input):  # noqa: A002
+def square(input):
     return mul(input, input)
 
 
-def frac(input):  # noqa: A002
+def frac(input):
     return input - trunc(input)
 
 
-def round(input, *, decimals: int = 0):  # noqa: A002
+def round(input, *, decimals: int = 0):
     return bind(round_p, (input,), {"decimals": decimals} if decimals else {})
 
 
-def pow(input, exponent):  # noqa: A002
+def pow(input, exponent):
     """``input ** exponent``; either may be a tensor or a number."""
     if not isinstance(input, Tensor):
         input = operand(input)
@@ -931,40 +927,40 @@ def pow(input, exponent):  # noqa: A002
     return bind(pow_p, (input, operand(exponent)))
 
 
-def relu(input, inplace: bool = False):  # noqa: A002
+def relu(input, inplace: bool = False):
     return bind(relu_p, (input,))
 
 
-def relu6(input, inplace: bool = False):  # noqa: A002
+def relu6(input, inplace: bool = False):
     return hardtanh(input, 0.0, 6.0)
 
 
-def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     return bind(leaky_relu_p, (input,), {"negative_slope": negative_slope})
 
 
-def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+def elu(input, alpha: float = 1.0, inplace: bool = False):
     return bind(elu_p, (input,), {"alpha": alpha})
 
 
-def gelu(input, approximate: str = "none"):  # noqa: A002
+def gelu(input, approximate: str = "none"):
     """Gaussian error linear unit, exact (``"none"``) or the ``"tanh"`` approximation."""
     return bind(gelu_p, (input,), {"approximate": approximate})
 
 
-def silu(input, inplace: bool = False):  # noqa: A002
+def silu(input, inplace: bool = False):
     return bind(silu_p, (input,))
 
 
-def softplus(input, beta: float = 1.0, threshold: float = 20.0):  # noqa: A002
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     return bind(softplus_p, (input,), {"beta": beta, "threshold": threshold})
 
 
-def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     return bind(hardtanh_p, (input,), {"min_val": min_val, "max_val": max_val})
 
 
-def clamp(input, min=None, max=None):  # noqa: A002
+def clamp(input, min=None, max=None):
     """Limit values to [min, max]; bounds may be numbers or tensors."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         lo = min if min is not None else float("-inf")
@@ -972,7 +968,7 @@ def clamp(input, min=None, max=None):  # noqa: A002
         return bind(clamp_tensor_p, (input, operand(lo), operand(hi)))
     params = {}
     if (isinstance(min, float) or isinstance(max, float)) and input.dtype.np.kind in "iub":
-        input = input.to(get_default_dtype())  # noqa: A001 - int tensor, float bound: float result
+        input = input.to(get_default_dtype())
     if min is not None:
         params["min"] = min
     if max is not None:
@@ -983,7 +979,7 @@ def clamp(input, min=None, max=None):  # noqa: A002
 clip = clamp
 
 
-def where(condition, input=None, other=None):  # noqa: A002
+def where(condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other`` (broadcast)."""
     if input is None and other is None:
         from .indexing import nonzero  # noqa: PLC0415
@@ -997,7 +993,7 @@ def where(condition, input=None, other=None):  # noqa: A002
         raise _broadcast_error(exc, "where", *args) from exc
 
 
-def lerp(input, end, weight):  # noqa: A002
+def lerp(input, end, weight):
     args = (input, operand(end), operand(weight))
     try:
         return bind(lerp_p, args)
@@ -1005,37 +1001,37 @@ def lerp(input, end, weight):  # noqa: A002
         raise _broadcast_error(exc, "lerp", *args) from exc
 
 
-def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):  # noqa: A002
+def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):
     return bind(nan_to_num_p, (input,), {"nan": nan, "posinf": posinf, "neginf": neginf})
 
 
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     # computed outside primitives: the inputs' values are guarded under capture
     a = concrete(input, "isclose") if isinstance(input, Tensor) else np.asarray(input)
     b = concrete(other, "isclose") if isinstance(other, Tensor) else np.asarray(other)
     return Tensor._make(np.asarray(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)), False, None, 0)
 
 
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:  # noqa: A002
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     return bool(concrete(isclose(input, other, rtol, atol, equal_nan), "allclose").all())
 
 
-def equal(input, other) -> bool:  # noqa: A002
+def equal(input, other) -> bool:
     return input.shape == other.shape and bool(np.array_equal(concrete(input, "equal"),
                                                               concrete(other, "equal")))
 
 
-def sinc(input):  # noqa: A002
+def sinc(input):
     x = input * math.pi
     safe = where(x == 0, 1.0, x)
     return where(x == 0, 1.0, sin(safe) / safe)
 
 
-def deg2rad(input):  # noqa: A002
+def deg2rad(input):
     return input * (math.pi / 180.0)
 
 
-def rad2deg(input):  # noqa: A002
+def rad2deg(input):
     return input * (180.0 / math.pi)
 
 
@@ -1187,7 +1183,7 @@ _ = xp  # re-exported helper for op authors
 # Built from the primitives above, so values, gradients and second-order gradients
 # follow from theirs.
 
-def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def addcmul(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2`` (broadcast).
 
     >>> dg.addcmul(dg.zeros(2), dg.tensor([1., 2.]), dg.tensor([3., 4.]), value=0.5)
@@ -1197,7 +1193,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     return add(input, prod if value == 1 else mul(prod, value))
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def addcdiv(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 / tensor2`` (broadcast), as in Adam's update
     ``p.addcdiv_(exp_avg, denom, value=-step_size)``.
 
@@ -1214,17 +1210,17 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     return add(input, quot if value == 1 else mul(quot, value))
 
 
-def clamp_min(input, min):  # noqa: A002
+def clamp_min(input, min):
     """``clamp(input, min=min)``."""
     return clamp(input, min=min)
 
 
-def clamp_max(input, max):  # noqa: A002
+def clamp_max(input, max):
     """``clamp(input, max=max)``."""
     return clamp(input, max=max)
 
 
-def logit(input, eps=None):  # noqa: A002
+def logit(input, eps=None):
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
 
     >>> dg.logit(dg.tensor([0.5, 0.75]))
@@ -1239,7 +1235,7 @@ arctan2 = atan2  # NumPy-style name, as torch has
 heaviside_p = Primitive("heaviside", np.heaviside, promote="same", differentiable=False)
 
 
-def erfinv(input):  # noqa: A002
+def erfinv(input):
     """Inverse error function on (-1, 1) (±inf at ±1).
 
     >>> dg.erfinv(dg.tensor([0.0, 0.5]))
@@ -1248,15 +1244,15 @@ def erfinv(input):  # noqa: A002
     return bind(erfinv_p, (as_tensor_arg(input, "erfinv"),))
 
 
-def copysign(input, other):  # noqa: A002
+def copysign(input, other):
     """``|input|`` with the sign of ``other`` (``-0.0`` counts as negative); float result.
 
     >>> dg.copysign(dg.tensor([1.0, -2.0]), -1.0)
     tensor([-1., -2.])
     """
-    input = as_tensor_arg(input, "copysign")  # noqa: A001
+    input = as_tensor_arg(input, "copysign")
     if input.dtype.np.kind != "f":
-        input = input.to(get_default_dtype())  # noqa: A001
+        input = input.to(get_default_dtype())
     neg = signbit(operand(other) if isinstance(other, Tensor) else as_tensor_arg(float(other), "copysign"))
     mag = abs(input)
     out = where(neg, -mag, mag)
@@ -1266,19 +1262,19 @@ def copysign(input, other):  # noqa: A002
     return out
 
 
-def float_power(input, exponent):  # noqa: A002
+def float_power(input, exponent):
     """``input ** exponent`` computed in float64 (PyTorch's ``float_power``)."""
     base = as_tensor_arg(input, "float_power").double()
     return base ** (exponent.double() if isinstance(exponent, Tensor) else float(exponent))
 
 
-def logaddexp2(input, other):  # noqa: A002
+def logaddexp2(input, other):
     """``log2(2**input + 2**other)``, without overflow."""
     ln2 = math.log(2.0)
     return logaddexp(input * ln2, operand(other) * ln2) / ln2
 
 
-def heaviside(input, values):  # noqa: A002
+def heaviside(input, values):
     """Step function: 0 where ``input < 0``, ``values`` where ``input == 0``, 1 where
     ``input > 0`` (not differentiable, as in PyTorch)."""
     return bind(heaviside_p, (input, operand(values)))

@@ -423,7 +423,7 @@ def _value_operand(self, value, op):
     return Tensor._make(np.asarray(value, dtype=self._data.dtype), False, None, 0)
 
 
-def index_put(input, indices, values, accumulate: bool = False):  # noqa: A002
+def index_put(input, indices, values, accumulate: bool = False):
     """Out of place: ``input`` with ``values`` written (or added) at ``input[indices]``.
 
     >>> dg.index_put(dg.zeros(3), (dg.tensor([0, 0]),), dg.tensor(1.), accumulate=True)
@@ -583,7 +583,7 @@ scatter_add_p.defvjp(lambda g, out, x, index, src, dim=0: g, None,
                      lambda g, out, x, index, src, dim=0: _src_grad(g, index, src, dim))
 
 
-def _check_gather_like(op, input, dim, index, src=None):  # noqa: A002
+def _check_gather_like(op, input, dim, index, src=None):
     index = _index_tensor(index) if not isinstance(index, Tensor) else index
     if index._data.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int64 for index (got {index.dtype})")
@@ -615,7 +615,7 @@ def _check_gather_like(op, input, dim, index, src=None):  # noqa: A002
     return index, d
 
 
-def gather(input, dim: int, index, *, sparse_grad: bool = False):  # noqa: A002
+def gather(input, dim: int, index, *, sparse_grad: bool = False):
     """Values of ``input`` picked along ``dim``: ``out[i][j] = input[i][index[i][j]]`` (dim=1).
 
     >>> dg.gather(dg.tensor([[1., 2.], [3., 4.]]), 1, dg.tensor([[0, 0], [1, 0]]))
@@ -626,7 +626,7 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False):  # noqa: A002
     return _bind_light(gather_p, (input, index), {"dim": d}, (0,))
 
 
-def _scatter_src(input, src, value, op):  # noqa: A002
+def _scatter_src(input, src, value, op):
     if src is None:
         src = value
     if src is None:
@@ -638,7 +638,7 @@ def _scatter_src(input, src, value, op):  # noqa: A002
     return src
 
 
-def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):  # noqa: A002
+def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
     """A copy of ``input`` with ``src`` (tensor or number) written along ``dim`` at ``index``."""
     if reduce is not None:
         if reduce in ("add", "sum"):
@@ -654,7 +654,7 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):  # no
     return _bind_light(scatter_p, (input, index, src), {"dim": d}, (0, 2))
 
 
-def scatter_add(input, dim: int, index, src):  # noqa: A002
+def scatter_add(input, dim: int, index, src):
     """A copy of ``input`` with ``src`` added along ``dim`` at ``index`` (repeats accumulate)."""
     src = _scatter_src(input, src, None, "scatter_add")
     index, d = _check_gather_like("scatter_add", input, dim, index, src)
@@ -767,7 +767,7 @@ def _src_grad_fit(gs, index, src):
 scatter_reduce_p.defvjp_argnum(_scatter_reduce_vjp)
 
 
-def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):  # noqa: A002
+def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):
     """Reduce ``src`` into ``input`` along ``dim`` at ``index`` with
     ``reduce`` in ``"sum" | "prod" | "mean" | "amax" | "amin"``."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
@@ -787,7 +787,7 @@ def _dim_sel(dim, index):
     return (slice(None),) * dim + (index,)
 
 
-def _check_index_1d(op, input, dim, index):  # noqa: A002
+def _check_index_1d(op, input, dim, index):
     index = index if isinstance(index, Tensor) else _index_tensor(index)
     if index._data.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index (got {index.dtype})")
@@ -831,7 +831,7 @@ index_select_backward_p.defvjp(lambda g, out, gx, index, shape=(), dim=0: index_
                                None)
 
 
-def index_select(input, dim: int, index):  # noqa: A002
+def index_select(input, dim: int, index):
     """The slices of ``input`` at positions ``index`` (1-D) along ``dim``.
 
     >>> dg.index_select(dg.tensor([[1., 2.], [3., 4.]]), 0, dg.tensor([1, 1]))
@@ -896,7 +896,7 @@ index_fill_p.defvjp(lambda g, out, x, index, value, dim=0: index_fill_p(g, index
                     lambda g, out, x, index, value, dim=0: _index_fill_value_grad(g, index, value, dim))
 
 
-def _src_for(op, input, src, index, d):  # noqa: A002
+def _src_for(op, input, src, index, d):
     src = as_tensor_arg(src, op)
     if src._data.dtype != input._data.dtype:
         raise RuntimeError(f"{op}(): self ({input.dtype}) and source ({src.dtype}) must have the same "
@@ -911,21 +911,21 @@ def _src_for(op, input, src, index, d):  # noqa: A002
     return src
 
 
-def index_add(input, dim: int, index, source, *, alpha=1):  # noqa: A002
+def index_add(input, dim: int, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim`` (repeats add up)."""
     index, d = _check_index_1d("index_add", input, dim, index)
     source = _src_for("index_add", input, source, index, d)
     return _bind_light(index_add_p, (input, index, source), {"dim": d, "alpha": alpha}, (0, 2))
 
 
-def index_copy(input, dim: int, index, source):  # noqa: A002
+def index_copy(input, dim: int, index, source):
     """A copy of ``input`` with ``source``'s slices written at ``index`` along ``dim``."""
     index, d = _check_index_1d("index_copy", input, dim, index)
     source = _src_for("index_copy", input, source, index, d)
     return _bind_light(index_copy_p, (input, index, source), {"dim": d}, (0, 2))
 
 
-def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):  # noqa: A002
+def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):
     """Reduce ``source``'s slices into ``input`` at ``index`` along ``dim`` with ``reduce`` in
     ``"prod" | "mean" | "amax" | "amin"`` (a ``scatter_reduce`` with the index spread over
     the slice).
@@ -945,7 +945,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
                           include_self=include_self)
 
 
-def put(input, index, source, accumulate: bool = False):  # noqa: A002
+def put(input, index, source, accumulate: bool = False):
     """A copy of ``input`` with ``source`` written (or added) at the flat (row-major)
     positions ``index``, as if ``input`` were 1-D.
 
@@ -959,14 +959,14 @@ def put(input, index, source, accumulate: bool = False):  # noqa: A002
     return res.reshape(input.shape)
 
 
-def index_fill(input, dim: int, index, value):  # noqa: A002
+def index_fill(input, dim: int, index, value):
     """A copy of ``input`` with ``value`` (number or 0-d tensor) at ``index`` along ``dim``."""
     index, d = _check_index_1d("index_fill", input, dim, index)
     value = _fill_value(input, value, "index_fill")
     return _bind_light(index_fill_p, (input, index, value), {"dim": d}, (0, 2))
 
 
-def _fill_value(input, value, op):  # noqa: A002
+def _fill_value(input, value, op):
     if isinstance(value, Tensor):
         if value._data.ndim != 0:
             raise RuntimeError(
@@ -1006,7 +1006,7 @@ def _mask_arg(mask, op):
     return mask
 
 
-def masked_fill(input, mask, value):  # noqa: A002
+def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` (broadcast) is True.
 
     >>> dg.tensor([1., 2., 3.]).masked_fill(dg.tensor([True, False, True]), 0.)
@@ -1017,7 +1017,7 @@ def masked_fill(input, mask, value):  # noqa: A002
     return _bind_light(masked_fill_p, (input, mask, value), {}, (0, 2))
 
 
-def masked_select(input, mask):  # noqa: A002
+def masked_select(input, mask):
     """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast)."""
     from .shape import expand  # noqa: PLC0415
 
@@ -1034,7 +1034,7 @@ def masked_select(input, mask):  # noqa: A002
     return _bind_light(index_p, (x, m), {"index": (TENSOR,)}, (0,))
 
 
-def masked_scatter(input, mask, source):  # noqa: A002
+def masked_scatter(input, mask, source):
     """A copy of ``input`` with the first elements of ``source`` written where ``mask`` is True."""
     from .shape import expand  # noqa: PLC0415
 
@@ -1053,7 +1053,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
     return _bind_light(index_put_p, (x, vals, m), {"index": (TENSOR,), "accumulate": False}, (0, 1))
 
 
-def take(input, index):  # noqa: A002
+def take(input, index):
     """Elements of ``input`` viewed as 1-D at positions ``index`` (result has index's shape)."""
     index = _index_tensor(index)
     if index._data.dtype.kind not in "iu":
@@ -1061,7 +1061,7 @@ def take(input, index):  # noqa: A002
     return _bind_light(index_p, (input.reshape(-1), index), {"index": (TENSOR,)}, (0,))
 
 
-def take_along_dim(input, indices, dim=None):  # noqa: A002
+def take_along_dim(input, indices, dim=None):
     """``gather`` with broadcasting of ``input`` and ``indices`` (flattened when dim is None)."""
     from .shape import expand  # noqa: PLC0415
 
@@ -1092,7 +1092,7 @@ def nonzero_p(x):
     return np.argwhere(x).astype(np.int64)
 
 
-def nonzero(input, *, as_tuple: bool = False):  # noqa: A002
+def nonzero(input, *, as_tuple: bool = False):
     """Indices of the non-zero elements: ``(n, ndim)`` int64, or a tuple of 1-D tensors."""
     input = as_tensor_arg(input, "nonzero")
     out = bind(nonzero_p, (input,))
@@ -1109,7 +1109,7 @@ def nonzero(input, *, as_tuple: bool = False):  # noqa: A002
     return tuple(_getitem(out, (slice(None), k)) for k in range(input._data.ndim))
 
 
-def argwhere(input):  # noqa: A002
+def argwhere(input):
     """Indices of the non-zero elements, shape ``(n, input.ndim)``."""
     return nonzero(input)
 
@@ -1138,7 +1138,7 @@ def _sort_vjp(g, out, x, dim=-1, descending=False, stable=False):
 sort_p.defvjp(_sort_vjp)
 
 
-def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):  # noqa: A002
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
     """Sorted values and their original indices along ``dim`` (``return_types.sort``).
 
     NaN sorts as the largest value, as in PyTorch.
@@ -1152,17 +1152,17 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False): 
     return _rt.sort(v, i)
 
 
-def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):  # noqa: A002
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
     """Indices that sort ``input`` along ``dim``."""
     return sort(input, dim, descending, stable).indices
 
 
-def msort(input):  # noqa: A002
+def msort(input):
     return sort(input, 0).values
 
 
 @primitive("topk", meta=True, save_output=True, n_outputs=2)
-def topk_p(x, k=1, dim=-1, largest=True, sorted=True):  # noqa: A002
+def topk_p(x, k=1, dim=-1, largest=True, sorted=True):
     x1 = _x1(x)
     idx = _argsort_np(x1, dim, largest, True)
     idx = np.take(idx, np.arange(k), axis=dim)
@@ -1172,11 +1172,11 @@ def topk_p(x, k=1, dim=-1, largest=True, sorted=True):  # noqa: A002
     return vals, idx.astype(np.int64)
 
 
-topk_p.defvjp(lambda g, out, x, k=1, dim=-1, largest=True, sorted=True:  # noqa: A006
+topk_p.defvjp(lambda g, out, x, k=1, dim=-1, largest=True, sorted=True:
               gather_backward_p(g[0], out[1], shape=tuple(x.shape), dim=dim))
 
 
-def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) values along ``dim`` and their indices (``return_types.topk``).
 
     >>> dg.topk(dg.tensor([1., 5., 3.]), 2)
@@ -1205,7 +1205,7 @@ def kthvalue_p(x, k=1, dim=-1):
 kthvalue_p.defvjp(lambda g, out, x, k=1, dim=-1: gather_backward_p(g[0], out[1], shape=tuple(x.shape), dim=dim))
 
 
-def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):  # noqa: A002
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest value along ``dim`` and its index (``return_types.kthvalue``)."""
     input = as_tensor_arg(input, "kthvalue")
     d = _wrap_dim(dim, input._data.ndim, "kthvalue")
@@ -1231,7 +1231,7 @@ def unique_p(x, dim=None):
     return vals, inv.astype(np.int64), counts.astype(np.int64)
 
 
-def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
            dim=None):
     """The distinct values of ``input`` (sorted), optionally with inverse indices and counts.
 
@@ -1265,7 +1265,7 @@ def searchsorted_p(seq, values, right=False, out_int32=False):
     return np.asarray(res, dtype=np.int32 if out_int32 else np.int64)
 
 
-def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False,  # noqa: A002
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False,
                  side=None, sorter=None):
     """Insertion indices of ``input`` into ``sorted_sequence`` (innermost dimension).
 
@@ -1294,7 +1294,7 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
     return out.reshape(()) if scalar and out._data.ndim else out
 
 
-def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):  # noqa: A002
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
     """Bucket index of each element of ``input`` for the 1-D ``boundaries``
     (``right=False``: ``boundaries[i-1] < x <= boundaries[i]``)."""
     boundaries = as_tensor_arg(boundaries, "bucketize")
@@ -1463,7 +1463,7 @@ def bincount_p(x, weights=None, minlength=0):
     return np.bincount(x, weights=weights, minlength=minlength).astype(weights.dtype)
 
 
-def bincount(input, weights=None, minlength: int = 0):  # noqa: A002
+def bincount(input, weights=None, minlength: int = 0):
     """Count occurrences of each value in a 1-D tensor of non-negative ints (summing
     ``weights`` instead of ones when given); length ``max(max(input) + 1, minlength)``.
 
@@ -1491,7 +1491,7 @@ install({"isin": isin, "bincount": bincount})
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):  # noqa: A002
+def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-th quantiles of ``input`` along ``dim`` (all elements when None).
 
     ``q`` is a number or a 1-D tensor of numbers in [0, 1]; with a tensor, the quantiles
@@ -1559,7 +1559,7 @@ install({"quantile": quantile})
 
 
 @primitive("histc", differentiable=False)
-def histc_p(x, bins=100, min=0.0, max=0.0):  # noqa: A002
+def histc_p(x, bins=100, min=0.0, max=0.0):
     lo, hi = float(min), float(max)
     if lo == hi and x.size:
         lo, hi = float(x.min()), float(x.max())
@@ -1569,7 +1569,7 @@ def histc_p(x, bins=100, min=0.0, max=0.0):  # noqa: A002
     return counts.astype(x.dtype)
 
 
-def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
+def histc(input, bins: int = 100, min: float = 0, max: float = 0):
     """Histogram with ``bins`` equal-width bins over [min, max] (the data's range when
     ``min == max``); values outside are ignored.
 
@@ -1606,7 +1606,7 @@ def unique_consecutive_p(x, dim=None):
     return values, inverse.astype(np.int64), counts.astype(np.int64)
 
 
-def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):  # noqa: A002
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """Collapse runs of equal consecutive elements (or slices along ``dim``), like
     ``itertools.groupby``; optionally the run index of each input element and run lengths.
 

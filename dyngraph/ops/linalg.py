@@ -169,7 +169,7 @@ def _matmul_vjp_y(g, out, x, y):
 matmul_p.defvjp(_matmul_vjp_x, _matmul_vjp_y)
 
 
-def matmul(input, other):  # noqa: A002
+def matmul(input, other):
     """Matrix product with NumPy/PyTorch broadcasting of batch dimensions.
 
     >>> (dg.ones(2, 3) @ dg.ones(3, 4)).shape
@@ -242,7 +242,7 @@ def _prod_int(shape) -> int:
 # products built on matmul
 # ===========================================================================
 
-def mm(input, mat2):  # noqa: A002
+def mm(input, mat2):
     """Product of two matrices (no broadcasting).
 
     >>> dg.mm(dg.ones(2, 3), dg.ones(3, 4)).shape
@@ -258,7 +258,7 @@ def mm(input, mat2):  # noqa: A002
     return bind(matmul_p, (input, mat2))
 
 
-def bmm(input, mat2):  # noqa: A002
+def bmm(input, mat2):
     """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` tensors."""
     input, mat2 = _tensor(input, "bmm"), _tensor(mat2, "bmm")
     _need_ndim(input, 3, "batch1", "bmm")
@@ -271,7 +271,7 @@ def bmm(input, mat2):  # noqa: A002
     return bind(matmul_p, (input, mat2))
 
 
-def mv(input, vec):  # noqa: A002
+def mv(input, vec):
     """Matrix-vector product."""
     input, vec = _tensor(input, "mv"), _tensor(vec, "mv")
     _need_ndim(input, 2, "self", "mv")
@@ -279,7 +279,7 @@ def mv(input, vec):  # noqa: A002
     return bind(matmul_p, (input, vec))
 
 
-def dot(input, other):  # noqa: A002
+def dot(input, other):
     """Inner product of two 1-D tensors.
 
     >>> dg.dot(dg.tensor([1., 2.]), dg.tensor([3., 4.]))
@@ -304,7 +304,7 @@ def dot(input, other):  # noqa: A002
 vdot = dot  # real tensors only: no conjugation to do
 
 
-def outer(input, vec2):  # noqa: A002
+def outer(input, vec2):
     """Outer product ``input[:, None] * vec2[None, :]`` of two vectors."""
     input, vec2 = _tensor(input, "outer"), _tensor(vec2, "outer")
     if input._data.ndim != 1 or vec2._data.ndim != 1:
@@ -316,7 +316,7 @@ def outer(input, vec2):  # noqa: A002
 ger = outer
 
 
-def _scaled_add(input, prod, beta, alpha):  # noqa: A002
+def _scaled_add(input, prod, beta, alpha):
     if alpha != 1:
         prod = prod * alpha
     if beta == 0:  # PyTorch ignores input's values (even NaN) when beta is 0; its grad is 0
@@ -327,28 +327,28 @@ def _scaled_add(input, prod, beta, alpha):  # noqa: A002
 _TRUE = Tensor._make(np.ones((), bool), False, None, 0)
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     return _scaled_add(_tensor(input, "addmm"), mm(mat1, mat2), beta, alpha)
 
 
-def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``."""
     return _scaled_add(_tensor(input, "addmv"), mv(mat, vec), beta, alpha)
 
 
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     return _scaled_add(_tensor(input, "baddbmm"), bmm(batch1, batch2), beta, alpha)
 
 
-def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
     prod = _red.sum(bmm(batch1, batch2), 0)
     return _scaled_add(_tensor(input, "addbmm"), prod, beta, alpha)
 
 
-def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     return _scaled_add(_tensor(input, "addr"), outer(vec1, vec2), beta, alpha)
 
@@ -400,7 +400,7 @@ def _permute_reshape(t, perm, shape):
     return bind(_shape.reshape_p, (t,), {"shape": shape})
 
 
-def inner(input, other):  # noqa: A002
+def inner(input, other):
     """Sum-product over the last dimension of both (a plain product if either is 0-d)."""
     input, other = _tensor(input, "inner"), _tensor(other, "inner")
     if input._data.ndim == 0 or other._data.ndim == 0:
@@ -412,7 +412,7 @@ def inner(input, other):  # noqa: A002
     return tensordot(input, other, ([-1], [-1]))
 
 
-def kron(input, other):  # noqa: A002
+def kron(input, other):
     """Kronecker product: blocks ``input[i, j] * other``."""
     input, other = _tensor(input, "kron"), _tensor(other, "kron")
     n = builtins.max(input._data.ndim, other._data.ndim)
@@ -451,7 +451,7 @@ diag_embed_p.defvjp(lambda g, out, x, shape=(), offset=0, dim1=0, dim2=1:
                     diagonal_p(g, offset=offset, dim1=dim1, dim2=dim2))
 
 
-def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):  # noqa: A002
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     """A view of the diagonal with ``offset`` of the planes ``(dim1, dim2)``, as the last dim.
 
     >>> dg.diagonal(dg.tensor([[1., 2.], [3., 4.]]))
@@ -467,7 +467,7 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):  # noqa: A00
     return bind(diagonal_p, (input,), {"offset": int(offset), "dim1": d1, "dim2": d2})
 
 
-def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):  # noqa: A002
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """Place the last dimension of ``input`` on the diagonal of new planes ``(dim1, dim2)``."""
     input = _tensor(input, "diag_embed")
     n = input._data.ndim + 1
@@ -484,7 +484,7 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):  # noqa:
                                          "dim1": d1, "dim2": d2})
 
 
-def diag(input, diagonal: int = 0):  # noqa: A002
+def diag(input, diagonal: int = 0):
     """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal (a copy)."""
     input = _tensor(input, "diag")
     n = input._data.ndim
@@ -497,7 +497,7 @@ def diag(input, diagonal: int = 0):  # noqa: A002
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {n}D")
 
 
-def diagflat(input, offset: int = 0):  # noqa: A002
+def diagflat(input, offset: int = 0):
     """A square matrix with the flattened ``input`` on diagonal ``offset``.
 
     >>> dg.diagflat(dg.tensor([[1., 2.]]))
@@ -507,11 +507,11 @@ def diagflat(input, offset: int = 0):  # noqa: A002
     return diag(_shape.reshape(_tensor(input, "diagflat"), (-1,)), offset)
 
 
-def diagonal_(input, offset):  # noqa: A002
+def diagonal_(input, offset):
     return bind(diagonal_p, (input,), {"offset": int(offset), "dim1": 0, "dim2": 1})
 
 
-def trace(input):  # noqa: A002
+def trace(input):
     """Sum of the main diagonal of a matrix."""
     input = _tensor(input, "trace")
     if input._data.ndim != 2:
@@ -533,7 +533,7 @@ tril_p.defvjp(lambda g, out, x, diagonal=0: tril_p(g, diagonal=diagonal))
 triu_p.defvjp(lambda g, out, x, diagonal=0: triu_p(g, diagonal=diagonal))
 
 
-def _tri(prim, input, diagonal, op):  # noqa: A002
+def _tri(prim, input, diagonal, op):
     input = _tensor(input, op)
     if input._data.ndim < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got "
@@ -541,12 +541,12 @@ def _tri(prim, input, diagonal, op):  # noqa: A002
     return bind(prim, (input,), {"diagonal": int(diagonal)})
 
 
-def tril(input, diagonal: int = 0):  # noqa: A002
+def tril(input, diagonal: int = 0):
     """Lower triangle (on and below the ``diagonal``-th diagonal) of the last two dims."""
     return _tri(tril_p, input, diagonal, "tril")
 
 
-def triu(input, diagonal: int = 0):  # noqa: A002
+def triu(input, diagonal: int = 0):
     """Upper triangle (on and above the ``diagonal``-th diagonal) of the last two dims."""
     return _tri(triu_p, input, diagonal, "triu")
 
@@ -890,7 +890,7 @@ qr_p.defvjp(_qr_vjp)
 _QRResult = namedtuple("qr", ["Q", "R"])
 
 
-def qr(input, mode: str = "reduced"):  # noqa: A002
+def qr(input, mode: str = "reduced"):
     """QR decomposition ``A = Q R`` (``mode``: ``'reduced'``, ``'complete'`` or ``'r'``)
     as a named tuple ``(Q, R)``; differentiable for ``m >= n`` in the reduced mode."""
     if mode not in ("reduced", "complete", "r"):
@@ -901,7 +901,7 @@ def qr(input, mode: str = "reduced"):  # noqa: A002
 
 
 @primitive("eigh", n_outputs=2, meta=True, save_output=True)
-def eigh_p(x, UPLO="L"):  # noqa: N803
+def eigh_p(x, UPLO="L"):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise RuntimeError(f"linalg.eigh: A must be batches of square matrices, but they are "
                            f"{x.shape[-2] if x.ndim >= 2 else ''} by {x.shape[-1] if x.ndim else ''} matrices"
@@ -912,7 +912,7 @@ def eigh_p(x, UPLO="L"):  # noqa: N803
     return w.astype(x.dtype, copy=False), v.astype(x.dtype, copy=False)
 
 
-def _eigh_vjp(g, out, x, UPLO="L"):  # noqa: N803
+def _eigh_vjp(g, out, x, UPLO="L"):
     # A = V diag(L) V^T: gA = V (diag(gL) + F * skew(V^T gV)) V^T, F_ij = 1 / (L_j - L_i)
     # off the diagonal (PyTorch's symmetric form; distinct eigenvalues assumed).
     gl, gv = g
@@ -933,7 +933,7 @@ eigh_p.defvjp(_eigh_vjp)
 _EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 
 
-def eigh(A, UPLO: str = "L"):  # noqa: N803
+def eigh(A, UPLO: str = "L"):
     """Eigen-decomposition of symmetric matrices (only the ``UPLO`` triangle is read):
     ``(eigenvalues ascending, eigenvectors as columns)``; differentiable (eigenvalues
     assumed distinct where eigenvectors are differentiated).
@@ -948,7 +948,7 @@ def eigh(A, UPLO: str = "L"):  # noqa: N803
     return _EighResult(w, v)
 
 
-def eigvalsh(A, UPLO: str = "L"):  # noqa: N803
+def eigvalsh(A, UPLO: str = "L"):
     """Eigenvalues (ascending) of symmetric matrices; see :func:`eigh`."""
     return eigh(A, UPLO).eigenvalues
 
@@ -1001,7 +1001,7 @@ _SVDResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
 _TorchSVDResult = namedtuple("svd", ["U", "S", "V"])
 
 
-def linalg_svd(A, full_matrices: bool = True, *, driver=None):  # noqa: N803
+def linalg_svd(A, full_matrices: bool = True, *, driver=None):
     """Singular value decomposition ``A = U diag(S) Vh`` as ``(U, S, Vh)``, singular
     values descending; differentiable (distinct, non-zero singular values assumed where
     singular vectors are differentiated).  ``dg.linalg.svd``.
@@ -1014,12 +1014,12 @@ def linalg_svd(A, full_matrices: bool = True, *, driver=None):  # noqa: N803
     return _SVDResult(u, s, vh)
 
 
-def svdvals(A, *, driver=None):  # noqa: N803
+def svdvals(A, *, driver=None):
     """Singular values (descending) of ``A``; ``dg.linalg.svdvals``."""
     return linalg_svd(A, full_matrices=False).S
 
 
-def svd(input, some: bool = True, compute_uv: bool = True):  # noqa: A002
+def svd(input, some: bool = True, compute_uv: bool = True):
     """The older ``torch.svd``: ``(U, S, V)`` with ``V`` (not ``Vh``); ``some=True`` is
     the reduced decomposition.  Prefer ``dg.linalg.svd``."""
     if not compute_uv:  # zero-filled (m, m) and (n, n) U and V, as PyTorch returns
@@ -1032,7 +1032,7 @@ def svd(input, some: bool = True, compute_uv: bool = True):  # noqa: A002
     return _TorchSVDResult(u, s, vh.mT)
 
 
-def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):  # noqa: N803
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
     """Moore-Penrose pseudo-inverse through the SVD: singular values at or below
     ``max(atol, rtol * S_max)`` are treated as zero (default ``rtol = eps * max(m, n)``
     when neither is given, as in PyTorch).  ``dg.linalg.pinv``."""
@@ -1052,7 +1052,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):  # noqa: N803
 _LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
-def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
+def lstsq(A, B, rcond=None, *, driver=None):
     """Least-squares solution of ``A X = B`` (minimum-norm when under-determined), as
     PyTorch's default CPU driver ``'gelsy'`` reports it: ``(solution, residuals=empty,
     rank, singular_values=empty)``.  Computed through the pseudo-inverse, so it is
@@ -1080,7 +1080,7 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
                         Tensor._make(empty.copy(), False, None, 0))
 
 
-def pinverse(input, rcond: float = 1e-15):  # noqa: A002
+def pinverse(input, rcond: float = 1e-15):
     """``torch.pinverse``: :func:`pinv` with relative cutoff ``rcond``."""
     return pinv(input, rtol=rcond)
 
@@ -1089,7 +1089,7 @@ def _np(a):
     return a._data if isinstance(a, Tensor) else a
 
 
-def inverse(input):  # noqa: A002
+def inverse(input):
     """Inverse of a (batch of) square matrices.
 
     >>> dg.inverse(dg.tensor([[2., 0.], [0., 4.]]))
@@ -1099,17 +1099,17 @@ def inverse(input):  # noqa: A002
     return bind(inv_p, (_tensor(input, "linalg.inv"),))
 
 
-def det(input):  # noqa: A002
+def det(input):
     """Determinant of a (batch of) square matrices; differentiable, also at singular ones."""
     return bind(det_p, (_tensor(input, "linalg.det"),))
 
 
-def slogdet(input):  # noqa: A002
+def slogdet(input):
     """``(sign, logabsdet)`` of the determinant, as a named tuple."""
     return _SlogdetResult(*bind(slogdet_p, (_tensor(input, "linalg.slogdet"),)))
 
 
-def logdet(input):  # noqa: A002
+def logdet(input):
     """``log(det(input))``: NaN for a negative determinant, -inf for a singular matrix."""
     sign, logabs = slogdet(input)
     return _ew.where(sign < 0, float("nan"), logabs)
@@ -1118,15 +1118,15 @@ def logdet(input):  # noqa: A002
 _SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 
 
-def cholesky(input, upper: bool = False):  # noqa: A002
+def cholesky(input, upper: bool = False):
     """Cholesky factor ``L`` (``L @ L.mT == input``), or the upper ``U = L.mT``."""
-    L = bind(cholesky_p, (_tensor(input, "linalg.cholesky"),))  # noqa: N806
+    L = bind(cholesky_p, (_tensor(input, "linalg.cholesky"),))
     return L.mT if upper else L
 
 
-def solve(A, B, *, left: bool = True):  # noqa: N803
+def solve(A, B, *, left: bool = True):
     """The ``X`` with ``A @ X = B`` (``X @ A = B`` when ``left=False``); ``B`` may be a vector."""
-    A, B = _tensor(A, "linalg.solve"), _tensor(B, "linalg.solve")  # noqa: N806
+    A, B = _tensor(A, "linalg.solve"), _tensor(B, "linalg.solve")
     if not left:
         return solve(A.mT, B.mT).mT
     if B._data.ndim == 1 or (B._data.ndim == A._data.ndim - 1 and B._data.shape == A._data.shape[:-1]):
@@ -1163,7 +1163,7 @@ install({"tril_": _tri_inplace(tril, "tril_"), "triu_": _tri_inplace(triu, "triu
 install({"svd": svd, "pinverse": pinverse})
 
 
-def linalg_cross(input, other, *, dim: int = -1):  # noqa: A002
+def linalg_cross(input, other, *, dim: int = -1):
     """Cross product of 3-vectors along ``dim`` (broadcast); ``dg.linalg.cross``.
 
     >>> dg.linalg.cross(dg.tensor([1., 0., 0.]), dg.tensor([0., 1., 0.]))
@@ -1182,7 +1182,7 @@ def linalg_cross(input, other, *, dim: int = -1):  # noqa: A002
             - _shape.roll(a, -2, d) * _shape.roll(b, -1, d))
 
 
-def cross(input, other, dim=None):  # noqa: A002
+def cross(input, other, dim=None):
     """``torch.cross``: like :func:`linalg_cross`, but without ``dim`` it uses the first
     dimension of size 3 (PyTorch's older default)."""
     if dim is None:

@@ -110,7 +110,7 @@ def _softmax_dim(ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _softmax_args(input, dim, dtype, op):  # noqa: A002
+def _softmax_args(input, dim, dtype, op):
     input = as_tensor_arg(input, op)
     if dtype is not None:
         input = input.to(dtype)
@@ -121,7 +121,7 @@ def _softmax_args(input, dim, dtype, op):  # noqa: A002
     return input, d
 
 
-def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
     """``log(softmax(input))`` along ``dim``, computed stably in one primitive.
 
     >>> dg.log_softmax(dg.tensor([1.0, 2.0, 3.0]), dim=0)
@@ -133,7 +133,7 @@ def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A00
     return bind(log_softmax_p, (input,), {"dim": d})
 
 
-def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
     """``exp(x) / exp(x).sum(dim)``, computed stably (the maximum is subtracted first).
 
     >>> dg.softmax(dg.tensor([1.0, 1.0]), dim=0)
@@ -196,7 +196,7 @@ def _linear_vjp_b(g, out, x, w, b=None):
 linear_p.defvjp(_linear_vjp_x, _linear_vjp_w, _linear_vjp_b)
 
 
-def linear(input, weight, bias=None):  # noqa: A002
+def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (one fused node).
 
     >>> dg.linear(dg.ones(2, 3), dg.ones(4, 3)).shape
@@ -327,7 +327,7 @@ embedding_p.defvjp(_embedding_vjp, None)
 embedding_backward_p.defvjp(_embedding_backward_vjp, None)
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,  # noqa: A002
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
     """Rows of ``weight`` selected by the integer tensor ``input`` (functional form).
 

@@ -132,7 +132,7 @@ def _mean_vjp(g, out, x, dim=None, keepdim=False, dtype=None):
 mean_p.defvjp(_mean_vjp)
 
 
-def _reduce_args(input, dim, keepdim, dtype, op):  # noqa: A002
+def _reduce_args(input, dim, keepdim, dtype, op):
     if type(dim) is int and dtype is None and isinstance(input, Tensor):
         nd = input._data.ndim
         if -nd <= dim < nd:  # the common case x.sum(1), kept short (hot path)
@@ -151,7 +151,7 @@ def _reduce_args(input, dim, keepdim, dtype, op):  # noqa: A002
     return input, params
 
 
-def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001,A002
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Sum over ``dim`` (int or tuple; all dimensions when None).  NumPy's spellings
     ``axis=``/``keepdims=`` are accepted too, as PyTorch does.
 
@@ -166,7 +166,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdi
     return bind(sum_p, (input,), params)
 
 
-def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):  # noqa: A002
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Arithmetic mean over ``dim``; floating inputs only (as in PyTorch).  NumPy's
     ``axis=``/``keepdims=`` are accepted too."""
     if axis is not None:
@@ -406,7 +406,7 @@ def _cumprod_vjp(g, out, x, dim=0, reverse=False):
 cumprod_p.defvjp(_cumprod_vjp)
 
 
-def prod(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     """Product of the elements over ``dim`` (all when None); integers give int64.
 
     >>> dg.tensor([[1., 2.], [3., 4.]]).prod(dim=1)
@@ -420,7 +420,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
     return bind(prod_p, (input,), params)
 
 
-def _scan_args(input, dim, dtype, op):  # noqa: A002
+def _scan_args(input, dim, dtype, op):
     input = as_tensor_arg(input, op)
     if dim is None:
         raise TypeError(f"{op}(): missing required argument 'dim' (the dimension to scan along)")
@@ -430,7 +430,7 @@ def _scan_args(input, dim, dtype, op):  # noqa: A002
     return input, d
 
 
-def cumsum(input, dim=None, *, dtype=None):  # noqa: A002
+def cumsum(input, dim=None, *, dtype=None):
     """Cumulative sum along ``dim``; integer inputs give int64 (like PyTorch).
 
     >>> dg.cumsum(dg.tensor([1., 2., 3.]), 0)
@@ -440,7 +440,7 @@ def cumsum(input, dim=None, *, dtype=None):  # noqa: A002
     return _scan(cumsum_p, input, d)
 
 
-def cumprod(input, dim=None, *, dtype=None):  # noqa: A002
+def cumprod(input, dim=None, *, dtype=None):
     """Cumulative product along ``dim``; gradients are exact also where inputs are 0.
 
     >>> dg.cumprod(dg.tensor([1., 2., 3.]), 0)
@@ -450,7 +450,7 @@ def cumprod(input, dim=None, *, dtype=None):  # noqa: A002
     return _scan(cumprod_p, input, d)
 
 
-def _scan(prim, input, d):  # noqa: A002
+def _scan(prim, input, d):
     if input._data.ndim:
         return bind(prim, (input,), {"dim": d})
     one = bind(_shape.reshape_p, (input,), {"shape": (1,)})
@@ -507,7 +507,7 @@ argmax_p = primitive("argmax", differentiable=False)(_arg_impl(np.argmax, "argma
 argmin_p = primitive("argmin", differentiable=False)(_arg_impl(np.argmin, "argmin"))
 
 
-def _amaxmin(prim, input, dim, keepdim, op):  # noqa: A002
+def _amaxmin(prim, input, dim, keepdim, op):
     input = as_tensor_arg(input, op)
     dims = normalize_dims(dim if dim != () else None, input._data.ndim, op)
     if input._data.ndim == 0:
@@ -520,7 +520,7 @@ def _amaxmin(prim, input, dim, keepdim, op):  # noqa: A002
     return bind(prim, (input,), params)
 
 
-def amax(input, dim=(), keepdim: bool = False):  # noqa: A002
+def amax(input, dim=(), keepdim: bool = False):
     """Maximum over ``dim`` (int or tuple; all when empty); ties share the gradient evenly.
 
     >>> dg.amax(dg.tensor([[1., 5.], [5., 2.]]), dim=1)
@@ -529,12 +529,12 @@ def amax(input, dim=(), keepdim: bool = False):  # noqa: A002
     return _amaxmin(amax_p, input, dim, keepdim, "amax")
 
 
-def amin(input, dim=(), keepdim: bool = False):  # noqa: A002
+def amin(input, dim=(), keepdim: bool = False):
     """Minimum over ``dim`` (int or tuple; all when empty); ties share the gradient evenly."""
     return _amaxmin(amin_p, input, dim, keepdim, "amin")
 
 
-def _maxmin(name, all_prim, dim_prim, binary, rt, input, dim, keepdim, other):  # noqa: A002
+def _maxmin(name, all_prim, dim_prim, binary, rt, input, dim, keepdim, other):
     input = as_tensor_arg(input, name)
     if isinstance(dim, Tensor) and other is None:
         dim, other = None, dim
@@ -551,7 +551,7 @@ def _maxmin(name, all_prim, dim_prim, binary, rt, input, dim, keepdim, other):  
     return rt(*bind(dim_prim, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
 
-def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001,A002
+def max(input, dim=None, keepdim: bool = False, *, other=None):
     """``max(x)``: the largest value; ``max(x, dim)``: named tuple ``(values, indices)``;
     ``max(x, y)``: elementwise maximum.
 
@@ -563,12 +563,12 @@ def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001,A0
     return _maxmin("max", amax_p, max_dim_p, _ew.maximum, _rt.max, input, dim, keepdim, other)
 
 
-def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001,A002
+def min(input, dim=None, keepdim: bool = False, *, other=None):
     """``min(x)``, ``min(x, dim)`` -> ``(values, indices)``, or elementwise ``min(x, y)``."""
     return _maxmin("min", amin_p, min_dim_p, _ew.minimum, _rt.min, input, dim, keepdim, other)
 
 
-def _argmaxmin(prim, input, dim, keepdim, op):  # noqa: A002
+def _argmaxmin(prim, input, dim, keepdim, op):
     input = as_tensor_arg(input, op)
     params = {"keepdim": bool(keepdim)}
     if dim is not None:
@@ -576,17 +576,17 @@ def _argmaxmin(prim, input, dim, keepdim, op):  # noqa: A002
     return bind(prim, (input,), params)
 
 
-def argmax(input, dim=None, keepdim: bool = False):  # noqa: A002
+def argmax(input, dim=None, keepdim: bool = False):
     """Index of the largest value (of the flattened tensor when ``dim`` is None)."""
     return _argmaxmin(argmax_p, input, dim, keepdim, "argmax")
 
 
-def argmin(input, dim=None, keepdim: bool = False):  # noqa: A002
+def argmin(input, dim=None, keepdim: bool = False):
     """Index of the smallest value (of the flattened tensor when ``dim`` is None)."""
     return _argmaxmin(argmin_p, input, dim, keepdim, "argmin")
 
 
-def aminmax(input, *, dim=None, keepdim: bool = False):  # noqa: A002
+def aminmax(input, *, dim=None, keepdim: bool = False):
     """``(min, max)`` over ``dim`` (all when None) as a named tuple."""
     if dim is not None and not isinstance(dim, int):
         raise TypeError("aminmax(): dim must be an int or None")
@@ -621,7 +621,7 @@ cummax_p.defvjp(_cum_ext_vjp)
 cummin_p.defvjp(_cum_ext_vjp)
 
 
-def _cum_ext(prim, rt, input, dim, op):  # noqa: A002
+def _cum_ext(prim, rt, input, dim, op):
     input = as_tensor_arg(input, op)
     d = _wrap_dim(int(dim), input._data.ndim, op)
     if input._data.ndim == 0:
@@ -631,7 +631,7 @@ def _cum_ext(prim, rt, input, dim, op):  # noqa: A002
     return rt(*bind(prim, (input,), {"dim": d}))
 
 
-def cummax(input, dim: int):  # noqa: A002
+def cummax(input, dim: int):
     """Running maximum along ``dim`` and where it was found, as ``(values, indices)``.
 
     >>> dg.cummax(dg.tensor([1., 3., 2.]), 0).values
@@ -640,7 +640,7 @@ def cummax(input, dim: int):  # noqa: A002
     return _cum_ext(cummax_p, _rt.cummax, input, dim, "cummax")
 
 
-def cummin(input, dim: int):  # noqa: A002
+def cummin(input, dim: int):
     """Running minimum along ``dim`` and where it was found, as ``(values, indices)``."""
     return _cum_ext(cummin_p, _rt.cummin, input, dim, "cummin")
 
@@ -682,7 +682,7 @@ def median_dim_p(x, dim=0, keepdim=False):
 median_dim_p.defvjp(_select_rule)
 
 
-def median(input, dim=None, keepdim: bool = False):  # noqa: A002
+def median(input, dim=None, keepdim: bool = False):
     """The lower median: of all elements (``dim=None``), or ``(values, indices)`` along ``dim``.
 
     >>> dg.median(dg.tensor([1., 4., 2., 3.]))
@@ -721,7 +721,7 @@ def mode_p(x, dim=0, keepdim=False):
 mode_p.defvjp(_select_rule)
 
 
-def mode(input, dim: int = -1, keepdim: bool = False):  # noqa: A002
+def mode(input, dim: int = -1, keepdim: bool = False):
     """``(values, indices)``: the most frequent value along ``dim`` (the smallest one on ties)
     and the index of its last occurrence.
 
@@ -730,7 +730,7 @@ def mode(input, dim: int = -1, keepdim: bool = False):  # noqa: A002
     values=tensor(1.),
     indices=tensor(3))
     """
-    input = as_tensor_arg(input, "mode")  # noqa: A001
+    input = as_tensor_arg(input, "mode")
     if input._data.ndim == 0:
         return _rt.mode(input.clone(), Tensor._make(np.zeros((), np.int64), False, None, 0))
     d = _wrap_dim(int(dim), input._data.ndim, "mode")
@@ -791,7 +791,7 @@ def _std_vjp(g, out, x, dim=None, correction=1.0, keepdim=False):
 std_p.defvjp(_std_vjp)
 
 
-def _var_args(input, dim, unbiased, keepdim, correction, op):  # noqa: A002
+def _var_args(input, dim, unbiased, keepdim, correction, op):
     input = as_tensor_arg(input, op)
     if isinstance(dim, bool):  # the old overload var(input, unbiased)
         dim, unbiased = None, dim
@@ -812,7 +812,7 @@ def _var_args(input, dim, unbiased, keepdim, correction, op):  # noqa: A002
     return input, params
 
 
-def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """Variance over ``dim`` with ``correction`` (1: Bessel's; ``unbiased=False`` is 0).
 
     >>> dg.var(dg.tensor([1., 2., 3., 4.]))
@@ -822,24 +822,24 @@ def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
     return bind(var_p, (input,), params)
 
 
-def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """Standard deviation over ``dim``; the gradient is 0 where the result is 0 (as PyTorch)."""
     input, params = _var_args(input, dim, unbiased, keepdim, correction, "std")
     return bind(std_p, (input,), params)
 
 
-def _mean_of(input, params):  # noqa: A002
+def _mean_of(input, params):
     mp = {k: v for k, v in params.items() if k != "correction"}
     return bind(mean_p, (input,), mp)
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim`` in one call."""
     input, params = _var_args(input, dim, unbiased, keepdim, correction, "var_mean")
     return _rt.var_mean(bind(var_p, (input,), params), _mean_of(input, params))
 
 
-def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):  # noqa: A002
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim`` in one call."""
     input, params = _var_args(input, dim, unbiased, keepdim, correction, "std_mean")
     return _rt.std_mean(bind(std_p, (input,), params), _mean_of(input, params))
@@ -868,7 +868,7 @@ def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
 logsumexp_p.defvjp(_logsumexp_vjp)
 
 
-def logsumexp(input, dim, keepdim: bool = False):  # noqa: A002
+def logsumexp(input, dim, keepdim: bool = False):
     """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the maximum).
 
     >>> dg.logsumexp(dg.tensor([0., 0.]), 0)
@@ -892,7 +892,7 @@ def logsumexp(input, dim, keepdim: bool = False):  # noqa: A002
 # ===========================================================================
 
 @primitive("vector_norm", save_inputs=True, save_output=True)
-def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
+def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):
     if x.dtype.kind == "f" and x.dtype.itemsize < 4:
         # half precision: float32 accumulation, one rounding (PyTorch; float16 squares
         # overflow at 256)
@@ -915,7 +915,7 @@ def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
         return (np.sum(a ** ord, axis=dim, keepdims=keepdim) ** (1.0 / ord)).astype(x.dtype, copy=False)
 
 
-def _vector_norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
+def _vector_norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     shape = tuple(x.shape)
     gk = _keep(g, shape, dim, keepdim)
     nk = _keep(out, shape, dim, keepdim)
@@ -945,14 +945,14 @@ def _vector_norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):  # noqa: A002
 vector_norm_p.defvjp(_vector_norm_vjp)
 
 
-def _ord_value(ord, op):  # noqa: A002
+def _ord_value(ord, op):
     try:
         return float(ord)
     except (TypeError, ValueError):
         raise ValueError(f"{op}: unsupported ord {ord!r}; use a number, inf or -inf") from None
 
 
-def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """The ``ord``-norm of ``x`` flattened (``dim=None``) or over ``dim`` (int or tuple).
 
     >>> dg.linalg.vector_norm(dg.tensor([3., 4.]))
@@ -979,7 +979,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # no
     return bind(vector_norm_p, (x,), params)
 
 
-def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):  # noqa: A002
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
     """``torch.norm``: a vector norm over ``dim`` (``'fro'`` is the 2-norm; ``'nuc'`` is
     not supported). Prefer :func:`dyngraph.linalg.vector_norm` / ``matrix_norm``.
 
@@ -1015,7 +1015,7 @@ def count_nonzero_p(x, dim=None):
     return np.asarray(np.count_nonzero(x, axis=dim)).astype(np.int64)
 
 
-def _bool_reduce(prim, input, dim, keepdim, op):  # noqa: A002
+def _bool_reduce(prim, input, dim, keepdim, op):
     input = as_tensor_arg(input, op)
     dims = normalize_dims(dim, input._data.ndim, op)
     if input._data.ndim == 0:
@@ -1026,17 +1026,17 @@ def _bool_reduce(prim, input, dim, keepdim, op):  # noqa: A002
     return bind(prim, (input,), params)
 
 
-def all(input, dim=None, keepdim: bool = False):  # noqa: A001,A002
+def all(input, dim=None, keepdim: bool = False):
     """True where every element over ``dim`` is non-zero (all elements when None)."""
     return _bool_reduce(all_p, input, dim, keepdim, "all")
 
 
-def any(input, dim=None, keepdim: bool = False):  # noqa: A001,A002
+def any(input, dim=None, keepdim: bool = False):
     """True where some element over ``dim`` is non-zero (all elements when None)."""
     return _bool_reduce(any_p, input, dim, keepdim, "any")
 
 
-def count_nonzero(input, dim=None):  # noqa: A002
+def count_nonzero(input, dim=None):
     """Number of non-zero elements over ``dim`` (int or tuple; all when None), as int64."""
     input = as_tensor_arg(input, "count_nonzero")
     dims = normalize_dims(dim, input._data.ndim, "count_nonzero")
@@ -1045,7 +1045,7 @@ def count_nonzero(input, dim=None):  # noqa: A002
     return bind(count_nonzero_p, (input,), {"dim": dims} if dims is not None else {})
 
 
-def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """Sum over ``dim`` treating NaN as zero (NaN entries get zero gradient)."""
     input = as_tensor_arg(input, "nansum")
     if input._data.dtype.kind == "f":
@@ -1053,7 +1053,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
     return sum(input, dim, keepdim, dtype=dtype)
 
 
-def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
     """Mean over ``dim`` of the non-NaN entries."""
     input = as_tensor_arg(input, "nanmean")
     if input._data.dtype.kind != "f":
@@ -1064,7 +1064,7 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A00
     return total / count.to(total.dtype)
 
 
-def dist(input, other, p: float = 2):  # noqa: A002
+def dist(input, other, p: float = 2):
     """The ``p``-norm of ``input - other`` (broadcast), as one number.
 
     >>> dg.dist(dg.tensor([0., 0.]), dg.tensor([3., 4.]))
@@ -1073,7 +1073,7 @@ def dist(input, other, p: float = 2):  # noqa: A002
     return vector_norm(input - other, p)
 
 
-def renorm(input, p: float, dim: int, maxnorm: float):  # noqa: A002
+def renorm(input, p: float, dim: int, maxnorm: float):
     """Rescale each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` to
     norm ``maxnorm`` (PyTorch's ``maxnorm / (norm + 1e-7)`` factor); others unchanged.
 
@@ -1081,7 +1081,7 @@ def renorm(input, p: float, dim: int, maxnorm: float):  # noqa: A002
     tensor([[0.6000, 0.8000],
             [0.3000, 0.4000]])
     """
-    input = as_tensor_arg(input, "renorm")  # noqa: A001
+    input = as_tensor_arg(input, "renorm")
     d = _wrap_dim(dim, input._data.ndim, "renorm")
     others = tuple(i for i in range(input._data.ndim) if i != d)
     nrm = vector_norm(input, p, others, keepdim=True)
@@ -1155,7 +1155,7 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, dim=-1)
 
 
-def cov(input, *, correction: int = 1, fweights=None, aweights=None):  # noqa: A002
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
     """Covariance matrix of the variables in the rows of ``input`` (observations in the
     columns; a 1-D input is one variable), with optional integer frequency weights and
     float observation weights, as ``numpy.cov``/``torch.cov``.
@@ -1200,7 +1200,7 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):  # noqa: A
     return c.reshape(()) if x.ndim < 2 else c
 
 
-def logcumsumexp(input, dim: int):  # noqa: A002
+def logcumsumexp(input, dim: int):
     """``log(cumsum(exp(input), dim))`` computed stably (shifted by the maximum along
     ``dim``, which cancels in the value and in the gradient)."""
     x = as_tensor_arg(input, "logcumsumexp")
@@ -1211,7 +1211,7 @@ def logcumsumexp(input, dim: int):  # noqa: A002
     return _ew.log(cumsum(_ew.exp(x - m), dim)) + m
 
 
-def corrcoef(input):  # noqa: A002
+def corrcoef(input):
     """Pearson correlation coefficients of the variables in the rows of ``input``
     (``cov`` normalised by the standard deviations, clipped to [-1, 1])."""
     c = cov(input)
@@ -1222,7 +1222,7 @@ def corrcoef(input):  # noqa: A002
     return _ew.clamp(c, -1.0, 1.0)
 
 
-def sum_to_size(input, *size):  # noqa: A002
+def sum_to_size(input, *size):
     """Sum ``input`` down to ``size`` (the reverse of broadcasting it to ``input.shape``)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])

@@ -250,7 +250,7 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reve
 
 def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     """The same layer as differentiable primitives (used for higher-order gradients)."""
-    from . import elementwise as E  # noqa: N812,PLC0415
+    from . import elementwise as E  # noqa: PLC0415
 
     hsz = c0.shape[1]
 
@@ -385,7 +385,7 @@ def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False)
 
 
 def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
-    from . import elementwise as E  # noqa: N812,PLC0415
+    from . import elementwise as E  # noqa: PLC0415
 
     hsz = h0.shape[1]
 
@@ -461,7 +461,7 @@ def _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonli
 
 
 def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
-    from . import elementwise as E  # noqa: N812,PLC0415
+    from . import elementwise as E  # noqa: PLC0415
 
     act = E.tanh if nonlinearity == "tanh" else E.relu
 

@@ -72,7 +72,7 @@ def reshape_p(x, shape=()):
 reshape_p.defvjp(lambda g, out, x, shape=(): reshape_p(g, shape=tuple(x.shape)))
 
 
-def reshape(input, *shape):  # noqa: A002
+def reshape(input, *shape):
     """A tensor with the same data and a new shape (one dimension may be -1)."""
     shape = _infer_shape(_shape_args(shape), input._data.size, "reshape")
     if shape == input._data.shape:
@@ -98,7 +98,7 @@ def _sum_to(g, shape):
     return sum_to_shape_p(g, shape=shape)
 
 
-def expand(input, *sizes):  # noqa: A002
+def expand(input, *sizes):
     """Broadcast to a larger shape without copying (-1 keeps a dimension)."""
     sizes = _shape_args(sizes)
     old = input._data.shape
@@ -122,11 +122,11 @@ def expand(input, *sizes):  # noqa: A002
     return bind(expand_p, (input,), {"shape": tuple(shape)})
 
 
-def broadcast_to(input, shape):  # noqa: A002
+def broadcast_to(input, shape):
     return expand(input, tuple(shape))
 
 
-def expand_as(input, other):  # noqa: A002
+def expand_as(input, other):
     return expand(input, tuple(other.shape))
 
 
@@ -138,7 +138,7 @@ def permute_p(x, dims=()):
 permute_p.defvjp(lambda g, out, x, dims=(): permute_p(g, dims=tuple(int(i) for i in np.argsort(dims))))
 
 
-def permute(input, *dims):  # noqa: A002
+def permute(input, *dims):
     """Reorder dimensions: ``x.permute(2, 0, 1)``."""
     dims = _shape_args(dims)
     n = input._data.ndim
@@ -153,7 +153,7 @@ def permute(input, *dims):  # noqa: A002
     return bind(permute_p, (input,), {"dims": dims})
 
 
-def transpose(input, dim0: int, dim1: int):  # noqa: A002
+def transpose(input, dim0: int, dim1: int):
     """Swap two dimensions."""
     n = input._data.ndim
     if n == 0:
@@ -167,7 +167,7 @@ def transpose(input, dim0: int, dim1: int):  # noqa: A002
 swapaxes = swapdims = transpose
 
 
-def t(input):  # noqa: A002
+def t(input):
     """Transpose a matrix (0-d and 1-d tensors are returned as they are)."""
     if input._data.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input._data.ndim}D")
@@ -211,18 +211,18 @@ def _view_method(self, *shape):
     return reshape(self, *shape)
 
 
-def _T(self):  # noqa: N802
+def _T(self):
     n = self._data.ndim
     return bind(permute_p, (self,), {"dims": tuple(range(n - 1, -1, -1))}) if n >= 2 else self
 
 
-def _mT(self):  # noqa: N802
+def _mT(self):
     if self._data.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return transpose(self, -2, -1)
 
 
-def squeeze(input, dim=None):  # noqa: A002
+def squeeze(input, dim=None):
     """Remove dimensions of size 1 (all of them, or those in ``dim``: an int or a tuple).
 
     >>> dg.zeros(2, 1, 3).squeeze(1).shape
@@ -237,7 +237,7 @@ def squeeze(input, dim=None):  # noqa: A002
     return bind(reshape_p, (input,), {"shape": new})
 
 
-def unsqueeze(input, dim: int):  # noqa: A002
+def unsqueeze(input, dim: int):
     """Insert a dimension of size 1 at ``dim`` (``-1`` appends).
 
     >>> dg.zeros(2, 3).unsqueeze(-1).shape
@@ -248,7 +248,7 @@ def unsqueeze(input, dim: int):  # noqa: A002
     return bind(reshape_p, (input,), {"shape": shape[:d] + (1,) + shape[d:]})
 
 
-def flatten(input, start_dim: int = 0, end_dim: int = -1):  # noqa: A002
+def flatten(input, start_dim: int = 0, end_dim: int = -1):
     """Merge dimensions ``start_dim..end_dim`` into one (a 0-d tensor becomes 1-d).
 
     >>> dg.zeros(2, 3, 4).flatten(1).shape
@@ -269,12 +269,12 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):  # noqa: A002
     return bind(reshape_p, (input,), {"shape": shape[:s] + (n,) + shape[e + 1:]})
 
 
-def ravel(input):  # noqa: A002
+def ravel(input):
     """The elements as a 1-D tensor."""
     return bind(reshape_p, (input,), {"shape": (input._data.size,)})
 
 
-def unflatten(input, dim: int, sizes):  # noqa: A002
+def unflatten(input, dim: int, sizes):
     """Split dimension ``dim`` into ``sizes`` (one entry may be -1).
 
     >>> dg.zeros(2, 12).unflatten(1, (3, 4)).shape
@@ -294,7 +294,7 @@ def unflatten(input, dim: int, sizes):  # noqa: A002
     return bind(reshape_p, (input,), {"shape": shape[:d] + inner + shape[d + 1:]})
 
 
-def movedim(input, source, destination):  # noqa: A002
+def movedim(input, source, destination):
     """Move dimension(s) ``source`` to position(s) ``destination`` (a view)."""
     n = input._data.ndim
     src = (source,) if isinstance(source, int) else tuple(source)
@@ -326,7 +326,7 @@ def _getitem_p():
     return getitem_p
 
 
-def narrow(input, dim: int, start, length: int):  # noqa: A002
+def narrow(input, dim: int, start, length: int):
     """The slice ``start:start+length`` of dimension ``dim`` (a view)."""
     shape = input._data.shape
     if not shape:
@@ -343,7 +343,7 @@ def narrow(input, dim: int, start, length: int):  # noqa: A002
     return bind(_getitem_p(), (input,), {"index": ((None, None, None),) * d + ((start, start + length, None),)})
 
 
-def select(input, dim: int, index: int):  # noqa: A002
+def select(input, dim: int, index: int):
     """The slice at position ``index`` of dimension ``dim``, which is removed (a view)."""
     shape = input._data.shape
     if not shape:
@@ -590,7 +590,7 @@ def _mark_views(outs, base):
     return outs
 
 
-def _split_sizes(sizes, input, d, op):  # noqa: A002
+def _split_sizes(sizes, input, d, op):
     sizes = tuple(int(s) for s in sizes)
     n = input._data.shape[d]
     if sum(sizes) != n or any(s < 0 for s in sizes):
@@ -621,7 +621,7 @@ def split(tensor, split_size_or_sections, dim: int = 0):
     return _mark_views(bind(split_p, (tensor,), {"sizes": sizes, "dim": d}), tensor)
 
 
-def chunk(input, chunks: int, dim: int = 0):  # noqa: A002
+def chunk(input, chunks: int, dim: int = 0):
     """Split into ``chunks`` pieces of ``ceil(n / chunks)`` (fewer when they run out)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -635,7 +635,7 @@ def chunk(input, chunks: int, dim: int = 0):  # noqa: A002
     return split(input, size, d)
 
 
-def tensor_split(input, indices_or_sections, dim: int = 0):  # noqa: A002
+def tensor_split(input, indices_or_sections, dim: int = 0):
     """Split into ``n`` nearly equal pieces, or at the given indices (like ``np.array_split``)."""
     if input._data.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
@@ -661,15 +661,15 @@ def tensor_split(input, indices_or_sections, dim: int = 0):  # noqa: A002
     return _mark_views(bind(split_p, (input,), {"sizes": sizes, "dim": d}), input)
 
 
-def hsplit(input, indices_or_sections):  # noqa: A002
+def hsplit(input, indices_or_sections):
     return tensor_split(input, indices_or_sections, 1 if input._data.ndim > 1 else 0)
 
 
-def vsplit(input, indices_or_sections):  # noqa: A002
+def vsplit(input, indices_or_sections):
     return tensor_split(input, indices_or_sections, 0)
 
 
-def dsplit(input, indices_or_sections):  # noqa: A002
+def dsplit(input, indices_or_sections):
     """Split a tensor of 3 or more dims along dim 2 (depth)."""
     if input._data.ndim < 3:
         raise RuntimeError(f"torch.dsplit requires a tensor with at least 3 dimension, but got a tensor "
@@ -677,7 +677,7 @@ def dsplit(input, indices_or_sections):  # noqa: A002
     return tensor_split(input, indices_or_sections, 2)
 
 
-def narrow_copy(input, dim: int, start, length: int):  # noqa: A002
+def narrow_copy(input, dim: int, start, length: int):
     """:func:`narrow`, as a new tensor (not a view)."""
     return clone(narrow(input, dim, start, length))
 
@@ -692,7 +692,7 @@ def unbind_p(x, dim=0):
 unbind_p.defvjp(lambda g, out, x, dim=0: stack_p(*g, dim=dim))
 
 
-def unbind(input, dim: int = 0):  # noqa: A002
+def unbind(input, dim: int = 0):
     """The slices along ``dim`` as a tuple, with that dimension removed."""
     if input._data.ndim == 0:
         raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
@@ -713,7 +713,7 @@ def flip_p(x, dims=()):
 flip_p.defvjp(lambda g, out, x, dims=(): flip_p(g, dims=dims))
 
 
-def flip(input, dims):  # noqa: A002
+def flip(input, dims):
     """Reverse the order of elements along ``dims``.
 
     >>> dg.tensor([1, 2, 3]).flip(0)
@@ -729,14 +729,14 @@ def flip(input, dims):  # noqa: A002
     return bind(flip_p, (input,), {"dims": w})
 
 
-def fliplr(input):  # noqa: A002
+def fliplr(input):
     """Reverse the columns (dimension 1); needs at least 2 dimensions."""
     if input._data.ndim < 2:
         raise RuntimeError("Input must be >= 2-d.")
     return flip(input, (1,))
 
 
-def flipud(input):  # noqa: A002
+def flipud(input):
     """Reverse the rows (dimension 0); needs at least 1 dimension."""
     if input._data.ndim < 1:
         raise RuntimeError("Input must be >= 1-d.")
@@ -754,7 +754,7 @@ def roll_p(x, shifts=(), dims=None):
 roll_p.defvjp(lambda g, out, x, shifts=(), dims=None: roll_p(g, shifts=tuple(-s for s in shifts), dims=dims))
 
 
-def roll(input, shifts, dims=None):  # noqa: A002
+def roll(input, shifts, dims=None):
     """Roll elements along ``dims`` (or over the flattened tensor when ``dims`` is None).
 
     >>> dg.tensor([1, 2, 3, 4]).roll(1)
@@ -808,7 +808,7 @@ def _repeat_method(self, *sizes):
     return bind(repeat_p, (self,), {"repeats": sizes})
 
 
-def tile(input, dims):  # noqa: A002
+def tile(input, dims):
     """Like ``repeat`` but ``dims`` may be shorter than ``input.ndim`` (padded with ones)."""
     dims = (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(int(d) for d in dims)
     if len(dims) < input._data.ndim:
@@ -838,7 +838,7 @@ def _repeat_interleave_vjp(g, out, x, repeats, dim=0):
 repeat_interleave_p.defvjp(_repeat_interleave_vjp, None)
 
 
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Repeat each element (or each slice along ``dim``) ``repeats`` times.
 
     >>> dg.tensor([1, 2]).repeat_interleave(2)
@@ -935,7 +935,7 @@ pad_p.defvjp(_pad_vjp)
 pad_backward_p.defvjp(lambda g, out, gx, shape=(), pad=(), mode="reflect": pad_p(g, pad=pad, mode=mode))
 
 
-def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002
+def pad(input, pad, mode: str = "constant", value=None):
     """Pad ``input``; ``pad = (left, right, top, bottom, ...)`` starts from the last dimension.
 
     ``mode``: ``"constant"`` (``value``, default 0; negative pads crop), ``"reflect"``,
@@ -1002,7 +1002,7 @@ def clone_p(x):
 clone_p.defvjp(lambda g, out, x: g)
 
 
-def clone(input, *, memory_format=None):  # noqa: A002
+def clone(input, *, memory_format=None):
     """A copy that is part of the graph (gradients flow back to ``input``)."""
     return bind(clone_p, (input,))
 
@@ -1081,7 +1081,7 @@ def broadcast_shapes(*shapes):
                            "are not broadcastable") from None
 
 
-def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):  # noqa: A002
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
     """``n``-th forward difference along ``dim`` (``out[i] = x[i+1] - x[i]``), after
     concatenating ``prepend``/``append`` along ``dim``.
 
@@ -1157,7 +1157,7 @@ def block_diag(*tensors):
     return cat(rows, 0)   # cat promotes mixed dtypes
 
 
-def rot90(input, k: int = 1, dims=(0, 1)):  # noqa: A002
+def rot90(input, k: int = 1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane ``dims`` (from the first axis
     towards the second), as ``numpy.rot90``."""
     if len(dims) != 2:
@@ -1186,7 +1186,7 @@ def cartesian_prod(*tensors):
     return stack([reshape(g, -1) for g in grids], 1)
 
 
-def combinations(input, r: int = 2, with_replacement: bool = False):  # noqa: A002
+def combinations(input, r: int = 2, with_replacement: bool = False):
     """Length-``r`` combinations of the elements of a 1-D tensor, as rows (like
     ``itertools.combinations`` / ``combinations_with_replacement``)."""
     import itertools  # noqa: PLC0415

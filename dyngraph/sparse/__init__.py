@@ -346,7 +346,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     return SparseTensor(idx, vals, size, bool(is_coalesced) or nnz <= 1)
 
 
-def to_sparse(input: Tensor, sparse_dim: int | None = None) -> SparseTensor:  # noqa: A002
+def to_sparse(input: Tensor, sparse_dim: int | None = None) -> SparseTensor:
     """The COO form of a dense tensor (its nonzero entries); differentiable w.r.t. ``input``."""
     if isinstance(input, SparseTensor):
         return input
@@ -407,7 +407,7 @@ spmm = mm
 smm = mm
 
 
-def matmul(input, other):  # noqa: A002
+def matmul(input, other):
     """``@`` with a sparse operand (a 2-D sparse matrix times a dense matrix or vector)."""
     if isinstance(input, SparseTensor) or isinstance(other, SparseTensor):
         if isinstance(other, Tensor) and other.ndim == 1 and isinstance(input, SparseTensor):
@@ -425,7 +425,7 @@ def addmm(mat, mat1, mat2, *, beta: float = 1.0, alpha: float = 1.0) -> Tensor:
     return (mat if beta == 1 else mat * beta) + (prod if alpha == 1 else prod * alpha)
 
 
-def sum(input, dim=None, dtype=None):  # noqa: A001,A002
+def sum(input, dim=None, dtype=None):
     """Sum of a sparse tensor's entries (all of them, or over ``dim``: a dense result here,
     where PyTorch keeps the sparse layout when sparse dims remain)."""
     if not isinstance(input, SparseTensor):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import checkpoint  # noqa: F401
+from . import checkpoint
 
 __all__ = ["checkpoint"]
 

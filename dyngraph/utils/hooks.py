@@ -7,6 +7,6 @@ True
 
 from __future__ import annotations
 
-from ..nn.module import RemovableHandle  # noqa: F401
+from ..nn.module import RemovableHandle
 
 __all__ = ["RemovableHandle"]

@@ -11,7 +11,7 @@ import torch
 from tests.opinfo import OpInfo, Sample, randn
 
 
-def _F(lib):  # noqa: N802
+def _F(lib):
     return lib.nn.functional
 
 
@@ -128,7 +128,7 @@ def _lstm(m, x, h0, c0, w_hh):
             return [o * torch.tanh(c2), c2]
         hs, (h, c) = _torch_scan(cell, x, [h0, c0], w_hh, t)
         return hs, h, c
-    from dyngraph.ops.rnn import lstm_layer  # noqa: PLC0415
+    from dyngraph.ops.rnn import lstm_layer
 
     hs, h, c = lstm_layer(x.reshape(t * b, -1), h0, c0, w_hh, (b,) * t)
     return hs.reshape(t, b, -1), h, c
@@ -147,7 +147,7 @@ def _gru(m, x, h0, w_hh, b_hh):
             return [(1 - z) * n + z * h]
         hs, (h,) = _torch_scan(cell, x, [h0], w_hh, t)
         return hs, h
-    from dyngraph.ops.rnn import gru_layer  # noqa: PLC0415
+    from dyngraph.ops.rnn import gru_layer
 
     hs, h = gru_layer(x.reshape(t * b, -1), h0, w_hh, b_hh, (b,) * t)
     return hs.reshape(t, b, -1), h
@@ -158,7 +158,7 @@ def _rnn(m, x, h0, w_hh):
     if m is torch:
         hs, (h,) = _torch_scan(lambda xt, hw, h: [torch.tanh(xt + hw)], x, [h0], w_hh, t)
         return hs, h
-    from dyngraph.ops.rnn import rnn_layer  # noqa: PLC0415
+    from dyngraph.ops.rnn import rnn_layer
 
     hs, h = rnn_layer(x.reshape(t * b, -1), h0, w_hh, (b,) * t)
     return hs.reshape(t, b, -1), h
@@ -180,7 +180,7 @@ def _lstm_cell(m, gates, c):
         i, f, g, o = gates.chunk(4, 1)
         cn = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(cn), cn
-    from dyngraph.ops.rnn import lstm_cell  # noqa: PLC0415
+    from dyngraph.ops.rnn import lstm_cell
 
     return lstm_cell(gates, c)
 
@@ -188,8 +188,8 @@ def _lstm_cell(m, gates, c):
 def _gate_sigmoid(m, x):
     if m is torch:
         return torch.sigmoid(x)
-    from dyngraph.ops.registry import bind  # noqa: PLC0415
-    from dyngraph.ops.rnn import _gate_sigmoid_p  # noqa: PLC0415
+    from dyngraph.ops.registry import bind
+    from dyngraph.ops.rnn import _gate_sigmoid_p
 
     return bind(_gate_sigmoid_p, (x,), {})
 

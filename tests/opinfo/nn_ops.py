@@ -7,7 +7,7 @@ import numpy as np
 from tests.opinfo import OpInfo, Sample, randn
 
 
-def _F(m):  # noqa: N802
+def _F(m):
     return m.nn.functional
 
 

@@ -11,7 +11,7 @@ def err(fn, *keywords: str):
     """
     try:
         fn()
-    except Exception as e:  # noqa: BLE001 - the type is the result
+    except Exception as e:
         kind = next(c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins")
         msg = str(e).lower()
         return [kind, all(k.lower() in msg for k in keywords)]

@@ -21,7 +21,7 @@ def constant_folding(graph) -> int:
             args = [consts[a.id] if type(a) is Var else a for a in node.args]
             try:
                 out = prim.impl(*args, **node.params)
-            except Exception:  # noqa: BLE001 - leave it to run (and fail loudly) at replay
+            except Exception:
                 kept.append(node)
                 continue
             outs = out if isinstance(out, tuple) else (out,)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ..activation import (  # noqa: F401
+from ..activation import (
     CELU,
     ELU,
     GELU,
@@ -35,6 +35,6 @@ from ..activation import (  # noqa: F401
     Tanhshrink,
     Threshold,
 )
-from ..transformer import MultiheadAttention  # noqa: F401
+from ..transformer import MultiheadAttention
 
 __all__ = ['Threshold', 'ReLU', 'RReLU', 'Hardtanh', 'ReLU6', 'Sigmoid', 'Hardsigmoid', 'Tanh', 'SiLU', 'Mish', 'Hardswish', 'ELU', 'CELU', 'SELU', 'GLU', 'GELU', 'Hardshrink', 'LeakyReLU', 'LogSigmoid', 'Softplus', 'Softshrink', 'MultiheadAttention', 'PReLU', 'Softsign', 'Tanhshrink', 'Softmin', 'Softmax', 'Softmax2d', 'LogSoftmax']

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..flatten import ChannelShuffle  # noqa: F401
+from ..flatten import ChannelShuffle
 
 __all__ = ['ChannelShuffle']

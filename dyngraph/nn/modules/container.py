@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
+from ..containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 
 __all__ = ['Sequential', 'ModuleList', 'ModuleDict', 'ParameterList', 'ParameterDict']

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..padding import CosineSimilarity, PairwiseDistance  # noqa: F401
+from ..padding import CosineSimilarity, PairwiseDistance
 
 __all__ = ['PairwiseDistance', 'CosineSimilarity']

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..flatten import Flatten, Unflatten  # noqa: F401
+from ..flatten import Flatten, Unflatten
 
 __all__ = ['Flatten', 'Unflatten']

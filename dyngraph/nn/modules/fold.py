@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..conv import Fold, Unfold  # noqa: F401
+from ..conv import Fold, Unfold
 
 __all__ = ['Fold', 'Unfold']

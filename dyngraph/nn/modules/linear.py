@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ..linear import Bilinear, Identity, LazyLinear, Linear  # noqa: F401
-from ..transformer import NonDynamicallyQuantizableLinear  # noqa: F401
+from ..linear import Bilinear, Identity, LazyLinear, Linear
+from ..transformer import NonDynamicallyQuantizableLinear
 
 __all__ = ['Identity', 'Linear', 'Bilinear', 'LazyLinear', 'NonDynamicallyQuantizableLinear']

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..module import Module  # noqa: F401
+from ..module import Module
 
 __all__ = ['Module']

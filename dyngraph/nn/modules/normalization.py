@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm  # noqa: F401
+from ..normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 
 __all__ = ['LocalResponseNorm', 'LayerNorm', 'GroupNorm', 'RMSNorm']

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..upsampling import PixelShuffle, PixelUnshuffle  # noqa: F401
+from ..upsampling import PixelShuffle, PixelUnshuffle
 
 __all__ = ['PixelShuffle', 'PixelUnshuffle']

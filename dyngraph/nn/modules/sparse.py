@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..sparse import Embedding, EmbeddingBag  # noqa: F401
+from ..sparse import Embedding, EmbeddingBag
 
 __all__ = ['Embedding', 'EmbeddingBag']

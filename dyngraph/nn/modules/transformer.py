@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ..transformer import (  # noqa: F401
+from ..transformer import (
     Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ..upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from ..upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ['Upsample', 'UpsamplingNearest2d', 'UpsamplingBilinear2d']

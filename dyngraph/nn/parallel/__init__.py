@@ -8,7 +8,7 @@ dyngraph.Size([1, 2])
 
 from __future__ import annotations
 
-from .data_parallel import DataParallel, data_parallel  # noqa: F401
+from .data_parallel import DataParallel, data_parallel
 
 __all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ...distributed.ddp import DistributedDataParallel  # noqa: F401
+from ...distributed.ddp import DistributedDataParallel
 
 __all__ = ["DistributedDataParallel"]

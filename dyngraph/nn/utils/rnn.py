@@ -148,7 +148,7 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
     return reshape(out, order.shape + trail)
 
 
-def pack_padded_sequence(input, lengths, batch_first: bool = False,  # noqa: A002
+def pack_padded_sequence(input, lengths, batch_first: bool = False,
                          enforce_sorted: bool = True) -> PackedSequence:
     """Pack a padded batch ``(T, B, *)`` (or ``(B, T, *)``) given each sequence's length.
 

@@ -6,9 +6,9 @@ PyTorch's submodules exist too: ``dataloader``, ``sampler``, ``dataset``,
 ``from torch.utils.data.dataloader import default_collate`` ports.
 """
 
-from ...data import *  # noqa: F401,F403
+from ...data import *  # noqa: F403
 from ...data import __all__  # noqa: F401
-from . import _utils, dataloader, dataset, sampler  # noqa: F401,E402
+from . import _utils, dataloader, dataset, sampler  # noqa: F401
 
 
 def __getattr__(name):

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ...data.collate import default_collate, default_convert  # noqa: F401
+from ...data.collate import default_collate, default_convert
 from ...data.dataloader import DataLoader, WorkerInfo, get_worker_info  # noqa: F401
 from ...data.dataloader import _BaseIter as _BaseDataLoaderIter  # noqa: F401
 from ...data.dataloader import _MultiProcessIter as _MultiProcessingDataLoaderIter  # noqa: F401

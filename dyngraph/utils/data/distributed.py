@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ...distributed.sampler import DistributedSampler  # noqa: F401
+from ...distributed.sampler import DistributedSampler
 
 __all__ = ["DistributedSampler"]

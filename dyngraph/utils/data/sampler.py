@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ...data.sampler import (  # noqa: F401
+from ...data.sampler import (
     BatchSampler,
     RandomSampler,
     Sampler,

@@ -8,7 +8,7 @@ PyTorch's import path.
 
 from __future__ import annotations
 
-from ...tensorboard import SummaryWriter  # noqa: F401
+from ...tensorboard import SummaryWriter
 from . import writer  # noqa: F401
 
 __all__ = ["SummaryWriter"]

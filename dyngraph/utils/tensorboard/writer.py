@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ...tensorboard.writer import SummaryWriter  # noqa: F401
+from ...tensorboard.writer import SummaryWriter
 
 __all__ = ["SummaryWriter"]

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from ....data.collate import default_collate, default_convert  # noqa: F401
+from ....data.collate import default_collate, default_convert
 
 __all__ = ["default_collate", "default_convert"]
