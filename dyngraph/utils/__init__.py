@@ -16,6 +16,6 @@ __all__ = ["checkpoint"]
 
 def __getattr__(name):
     # Submodules other owners add (``data``) are imported on first use.
-    if name in ("data", "tensorboard", "hooks"):
+    if name in ("data", "tensorboard", "hooks", "_pytree"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'dyngraph.utils' has no attribute {name!r}")
