@@ -133,6 +133,8 @@ class _TorchModule(types.ModuleType):
         try:
             value = getattr(target, attr)
         except AttributeError as exc:
+            if attr == "__all__":    # `from torch import *`: the public names, as Python would take them
+                return [n for n in dir(target) if not n.startswith("_")]
             if attr.startswith("__") and attr.endswith("__"):
                 raise
             sub = f"{self.__name__}.{attr}"

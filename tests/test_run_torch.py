@@ -332,3 +332,14 @@ def test_submodules_kept_elsewhere_in_dyngraph(tmp_path):
     prog = _program(tmp_path, "from torch.distributions.normal import NoSuchThing\n", "missing.py")
     with pytest.raises(run_torch.MissingTorchModuleError, match=r"torch\.distributions\.normal\.NoSuchThing"):
         run_torch.run_path(prog)
+
+
+def test_star_import_and_submodule_attribute(tmp_path):
+    prog = _program(tmp_path, """
+        from torch import *
+        from torch.nn import *
+        import torch
+        result = (tensor([1.0, 2.0]).sum().item(), Linear, float32, torch.optim.swa_utils.SWALR)
+    """)
+    r = run_torch.run_path(prog)["result"]
+    assert r == (3.0, dyngraph.nn.Linear, dyngraph.float32, dyngraph.optim.swa_utils.SWALR)
