@@ -172,3 +172,14 @@ def test_no_forward_runs_twice_on_a_late_c_fallback():
         assert calls == [1] and y.dtype == dg.int64 and y.grad_fn is None
     finally:
         del registry.REGISTRY["_test_int_out"]
+
+
+def test_c_objects_have_every_slot_initialised():
+    """C reads Tensor's and Node's __slots__ at set-up: a slot added in Python is set (None)
+    on objects the C path creates, so adding one needs no C change."""
+    x = dg.randn(3, requires_grad=True)
+    y = registry.bind(tanh_p, (x,))
+    for obj in (y, y.grad_fn):
+        for name in type(obj).__slots__:
+            if name not in ("__dict__", "__weakref__"):
+                getattr(obj, name)   # AttributeError if the C path left it unset
