@@ -86,6 +86,17 @@ def mm2(a, b):
     return np.matmul(a, b)
 
 
+def mm_rule(a, b):
+    """``a @ b`` inside a vjp rule on 2-D operands: ``mm2`` on NumPy arrays of a BLAS dtype
+    (a plain ``backward()``), else ``matmul_p`` (Tensors under ``create_graph``: it binds).
+    The kernel is called directly because the primitive's call and checks cost as much as
+    an 8x8 product."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype.kind in _BLAS_KINDS \
+            and a.dtype is b.dtype:
+        return mm2(a, b)
+    return matmul_p(a, b)
+
+
 @primitive("matmul", save_inputs=True)
 def matmul_p(x, y):
     if x.dtype is not y.dtype and x.dtype != y.dtype:
@@ -127,7 +138,7 @@ def _unsq_second_last(a):
 
 def _matmul_vjp_x(g, out, x, y):
     if x.ndim == 2 and y.ndim == 2:  # the common case: no batch dimensions to sum over
-        return matmul_p(g, y.mT)  # arrays: the shape-chosen kernel (mm2); Tensors: bind
+        return mm_rule(g, y.mT)  # arrays: the shape-chosen kernel (mm2); Tensors: bind
     if x.ndim == 1 and y.ndim == 1:
         return g * y
     if y.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
@@ -150,7 +161,7 @@ def _squeeze_last(a):
 
 def _matmul_vjp_y(g, out, x, y):
     if x.ndim == 2 and y.ndim == 2:
-        return matmul_p(x.mT, g)
+        return mm_rule(x.mT, g)
     if x.ndim == 1 and y.ndim == 1:
         return g * x
     if x.ndim == 1:  # (k,) @ (..., k, m): gy = x[:, None] * g[..., None, :]

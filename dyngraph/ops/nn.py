@@ -16,7 +16,7 @@ from .._core.graph import bump_version
 from ..tensor import Tensor, _wrap_dim
 from ._util import as_tensor_arg, install
 from .elementwise import exp_p, rsqrt_p
-from .linalg import _BLAS_KINDS, matmul_p, mm2
+from .linalg import _BLAS_KINDS, matmul_p, mm2, mm_rule
 from .reduction import mean_p, sum_p, sum_to_shape_p
 from .registry import bind, primitive
 from .shape import reshape_p
@@ -178,7 +178,7 @@ def _flat2(a, last):
 def _linear_vjp_x(g, out, x, w, b=None):
     if g.ndim > 2:
         return reshape_p(matmul_p(_flat2(g, g.shape[-1]), w), shape=tuple(x.shape))
-    return matmul_p(g, w)
+    return mm_rule(g, w) if g.ndim == 2 else matmul_p(g, w)
 
 
 def _linear_vjp_w(g, out, x, w, b=None):
@@ -186,7 +186,7 @@ def _linear_vjp_w(g, out, x, w, b=None):
         return reshape_p(g, shape=(-1, 1)) * reshape_p(x, shape=(1, -1))
     gf = _flat2(g, g.shape[-1])
     xf = _flat2(x, x.shape[-1])
-    return matmul_p(gf.mT, xf)
+    return mm_rule(gf.mT, xf)
 
 
 def _linear_vjp_b(g, out, x, w, b=None):
