@@ -105,6 +105,8 @@ SCRIPT_RUNS = [
     ("s09_bilstm_tagger.py", [], 1e-8, ()),
     ("s10_time_sequence_lbfgs.py", [], 1e-9, ()),
     ("s11_super_resolution.py", [], 2e-5, ()),
+    *[("s12_sparse_gat.py", ["--dropout", "0", "--product", pr], 1e-9, ()) for pr in ("mm", "function")],
+    ("s12_sparse_gat.py", ["--epochs", "3"], 1e-9, ("history",)),  # dropout on
 ]
 
 
