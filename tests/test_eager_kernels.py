@@ -50,7 +50,7 @@ def test_pow_second_order_through_fast_kernel():
 @pytest.mark.parametrize("shapes", [((5, 1), (1, 7)), ((1, 6), (6, 4)), ((3, 8), (8, 1)),
                                     ((40, 70), (70, 60)), ((0, 3), (3, 2)), ((4, 1), (1, 0))])
 def test_matmul_shape_kernels_match_torch(dtype, shapes):
-    # mm2 picks a broadcasting multiply (K == 1), np.dot (small) or np.matmul (large);
+    # K == 1 products are a broadcasting multiply in the rules (mm_rule), np.dot in linear;
     # operands are also tried as transposed views (the x @ W.T layout)
     rng = np.random.default_rng(2)
     (m, k), (k2, n) = shapes

@@ -60,40 +60,24 @@ def _fmt(shape):
 
 
 _BLAS_KINDS = frozenset("fc")
-# below this many multiply-adds a product is dominated by call overhead, where np.dot's
-# direct BLAS call is ~0.5 us cheaper than np.matmul's (measured, NumPy 2.4 / OpenBLAS 0.3.31)
-_SMALL_PRODUCT = 1 << 17
-
-
-def mm2(a, b):
-    """Product of two 2-D arrays of one BLAS dtype, with the kernel fastest for the shape.
-
-    * ``K == 1`` (an outer product, e.g. the weight gradient of a batch-1 ``linear``): a
-      broadcasting multiply, ~5-20x faster than ``np.matmul``'s GEMM and exactly equal to it
-      (one product per element, nothing summed);
-    * small products: ``np.dot`` (less overhead than ``np.matmul``, and it passes transposed
-      views such as ``w.T`` to BLAS as a transpose flag);
-    * else ``np.matmul``.
-
-    >>> mm2(np.ones((3, 1)), np.ones((1, 2))).shape
-    (3, 2)
-    """
-    m, k = a.shape
-    if k == 1:
-        return a * b
-    if m * k * b.shape[1] <= _SMALL_PRODUCT:
-        return np.dot(a, b)
-    return np.matmul(a, b)
 
 
 def mm_rule(a, b):
-    """``a @ b`` inside a vjp rule on 2-D operands: ``mm2`` on NumPy arrays of a BLAS dtype
-    (a plain ``backward()``), else ``matmul_p`` (Tensors under ``create_graph``: it binds).
-    The kernel is called directly because the primitive's call and checks cost as much as
-    an 8x8 product."""
-    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype.kind in _BLAS_KINDS \
-            and a.dtype is b.dtype:
-        return mm2(a, b)
+    """``a @ b`` inside a vjp rule (2-D or matrix-vector operands).
+
+    On NumPy arrays (a plain ``backward()``): ``K == 1`` -- an outer product, e.g. the weight
+    gradient of a batch-1 ``linear`` -- is a broadcasting multiply, 5-20x faster than NumPy's
+    GEMM for ``(128, 1) @ (1, 128)`` and exactly equal to it (one product per element,
+    nothing summed); anything else is the ``@`` operator, the cheapest call for small
+    products.  Otherwise (Tensors under ``create_graph``) ``matmul_p``, which binds.
+
+    >>> mm_rule(np.ones((3, 1)), np.ones((1, 2))).shape
+    (3, 2)
+    """
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        if a.ndim == 2 and a.shape[1] == 1 and b.ndim == 2:
+            return a * b
+        return a @ b
     return matmul_p(a, b)
 
 
@@ -104,12 +88,6 @@ def matmul_p(x, y):
             f"matmul: expected m1 and m2 to have the same dtype, but got: {_cname(x.dtype)} != "
             f"{_cname(y.dtype)} (shapes {list(x.shape)} and {list(y.shape)}); convert one "
             "operand with .to(other.dtype)")
-    if x.ndim == 2 and y.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray \
-            and type(y) is np.ndarray and x.shape[1] == y.shape[0]:
-        return mm2(x, y)
-    if x.ndim + y.ndim == 3 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray \
-            and type(y) is np.ndarray and x.shape[-1] == y.shape[0]:
-        return np.dot(x, y)  # matrix-vector / vector-matrix: np.dot's direct BLAS call
     try:
         return np.matmul(x, y)
     except ValueError:
@@ -138,14 +116,14 @@ def _unsq_second_last(a):
 
 def _matmul_vjp_x(g, out, x, y):
     if x.ndim == 2 and y.ndim == 2:  # the common case: no batch dimensions to sum over
-        return mm_rule(g, y.mT)  # arrays: the shape-chosen kernel (mm2); Tensors: bind
+        return mm_rule(g, y.mT)  # arrays: NumPy directly (K == 1: a multiply); Tensors: bind
     if x.ndim == 1 and y.ndim == 1:
         return g * y
     if y.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
         gx = _unsq_last(g) * y  # an outer product for a matrix x: already x's shape
         return gx if x.ndim == 2 else _sum_to(gx, x.shape)
     if x.ndim == 1 and y.ndim == 2:  # (k,) @ (k, m) -> (m,): a matrix-vector product
-        return matmul_p(y, g)
+        return mm_rule(y, g)
     if x.ndim == 1:  # (k,) @ (..., k, m) -> (..., m)
         gx = matmul_p(y, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gx), x.shape)
@@ -169,7 +147,7 @@ def _matmul_vjp_y(g, out, x, y):
             return _unsq_last(x) * g
         return _sum_to(_unsq_last(x) * _unsq_second_last(g), y.shape)
     if x.ndim == 2 and y.ndim == 1:  # (n, k) @ (k,) -> (n,): gy = g @ x (vector-matrix)
-        return matmul_p(g, x)
+        return mm_rule(g, x)
     if y.ndim == 1:  # (..., n, k) @ (k,): gy = sum over ... of x^T g
         gy = matmul_p(x.mT, _unsq_last(g))  # (..., k, 1)
         return _sum_to(_squeeze_last(gy), y.shape)
