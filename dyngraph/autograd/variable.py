@@ -12,12 +12,12 @@ True
 
 from __future__ import annotations
 
-from .. import tensor as _tensor
+from ..tensor import Tensor
 
 
 class _VariableMeta(type):
     def __instancecheck__(cls, obj) -> bool:
-        return isinstance(obj, _tensor.Tensor)
+        return isinstance(obj, Tensor)
 
 
 class Variable(metaclass=_VariableMeta):
@@ -25,8 +25,8 @@ class Variable(metaclass=_VariableMeta):
 
     def __new__(cls, data=None, requires_grad: bool = False, volatile: bool = False):
         if data is None:
-            return _tensor.Tensor([])
-        if not isinstance(data, _tensor.Tensor):
+            return Tensor([])
+        if not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         out = data.detach()
         if requires_grad:
