@@ -505,3 +505,15 @@ def test_anomaly_mode_on_a_compiled_module_names_the_users_line():
             cm(x).backward()
         assert f"line {line}, in forward" in str(ei.value) and "op 'mul'" in str(ei.value)
     assert cm.anomaly_calls == 2 and "anomaly mode" in cm.explain()
+
+
+def test_replayed_programs_are_silent_on_fp_exceptions():
+    """Like eager (and PyTorch): log(0) in a replay gives -inf without a NumPy RuntimeWarning."""
+    f = dg.compile(lambda x: (x.log() * 2).sum(), warn=False)
+    x = dg.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            y = f(x)
+            y.backward()
+    assert y.item() == float("-inf") and x.grad.tolist() == [float("inf"), 6.0, 3.0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops._util import quiet_fp
 from ..ops.registry import REGISTRY
 from .autodiff import VJP_PREFIX, run_vjp
 from .ir import Sym, Var, eval_sym, has_sym
@@ -188,7 +189,9 @@ def generate(graph, name: str = "program"):
     src = "\n".join(lines + ["    " + b for b in body]) + "\n"
     code = compile(src, f"<dyngraph.jit {name}>", "exec")
     exec(code, ns)
-    return ns[name], src
+    # the program calls ufuncs directly (not the primitives' quiet impls): silence NumPy's FP
+    # warnings once around the whole program, as eager and PyTorch are silent
+    return quiet_fp(ns[name]), src
 
 
 class Program:
