@@ -77,7 +77,7 @@ def _sst(n, min_len=4, max_len=30):
     is a dense 8 MB gradient (zero-fill + accumulate), ~4 ms in both libraries, which buries the
     model's own work; ``--vocab full`` measures that case."""
     if n not in _SST:
-        from dyngraph.data.datasets import SST  # noqa: PLC0415
+        from dyngraph.data.datasets import SST
 
         train = SST(root=SST_ROOT, split="train")
         trees = [t for t in train.trees if min_len <= len(t.leaves()) <= max_len]
@@ -408,9 +408,9 @@ def _run_round(phases, n):
 
 
 def compare(name, rounds, n_items, inner):
-    import torch  # noqa: PLC0415
+    import torch
 
-    import dyngraph  # noqa: PLC0415
+    import dyngraph
 
     n = n_items if name in PER_ITEM else inner
     libs = {"dyngraph": WORKLOADS[name](dyngraph, n_items), "torch": WORKLOADS[name](torch, n_items)}
@@ -441,15 +441,15 @@ def compare(name, rounds, n_items, inner):
 
 
 def profile(name, n_items, inner, rounds):
-    import cProfile  # noqa: PLC0415
-    import pstats  # noqa: PLC0415
+    import cProfile
+    import pstats
 
-    import dyngraph  # noqa: PLC0415
+    import dyngraph
 
     ph = WORKLOADS[name](dyngraph, n_items)
     n = n_items if name in PER_ITEM else inner
     _run_round(ph, min(n, 3))
-    pr = cProfile.Profile()
+    pr = cProfile.Profile(CLOCK)
     pr.enable()
     for _ in range(rounds):
         _run_round(ph, n)
@@ -480,7 +480,7 @@ def main() -> None:
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     global FULL_VOCAB
     FULL_VOCAB = args.vocab == "full"
-    import torch  # noqa: PLC0415
+    import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
