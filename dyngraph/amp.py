@@ -19,6 +19,11 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
+
+from ._core.grad_mode import no_grad
+from .backend import cuda_available
+
 __all__ = ["autocast", "GradScaler", "is_autocast_available"]
 
 _warned = False
@@ -66,9 +71,7 @@ class GradScaler:
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-        from .cuda import is_available  # noqa: PLC0415
-
-        if enabled and device == "cuda" and not is_available():
+        if enabled and device == "cuda" and not cuda_available():
             warnings.warn("GradScaler is enabled, but CUDA is not available. Disabling.", stacklevel=2)
             enabled = False
         self._enabled = bool(enabled)
@@ -100,9 +103,6 @@ class GradScaler:
         """Divide this optimizer's gradients by the scale in place (once per step)."""
         if not self._enabled:
             return
-        import numpy as np  # noqa: PLC0415
-
-        from .autograd.grad_mode import no_grad  # noqa: PLC0415
 
         state = self._state(optimizer)
         if state["unscaled"]:
