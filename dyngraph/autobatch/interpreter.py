@@ -766,11 +766,11 @@ class Autobatcher(Interpreter):
             if st is not None:
                 st.group(prim, B if done or B == 1 else 1, 1 if done or B == 1 else B,
                          time.perf_counter() - t0)
+            if n0.info is not None:
+                self._attach_info(group)
             for n in group:
                 if n.pre_hooks or n.retained:
                     self._attach_hooks(n)
-                if n.info is not None:
-                    self._attach_info(n)
                 n.args = None
         finally:
             STATE.interpreter, STATE.grad_enabled = interp, grad
@@ -795,6 +795,10 @@ class Autobatcher(Interpreter):
         x, batched = self._gather(refs, len(refs))
         if not batched:
             return False
+        if n.pre_hooks or n.retained:
+            # hooks of this result must see its own gradient, not that of the source group
+            # array it may be (rows already in order): give it a node of its own
+            x = bind(REGISTRY["reshape"], (x,), {"shape": tuple(x._data.shape)})
         if n.prim is _CAT:     # cat along dim 0 of equal shapes: the gathered rows, merged
             n.result = bind(REGISTRY["reshape"], (x,), {"shape": (-1, *shape[1:])})
             return True
@@ -932,12 +936,27 @@ class Autobatcher(Interpreter):
             out.register_hook(_row_hook(row, hooks, ret))
 
     @staticmethod
-    def _attach_info(n):
-        res = n.result
-        for o in (res if type(res) is tuple else (res,)):
+    def _attach_info(group):
+        """Anomaly mode: the batched node shows the creation stack of the member whose
+        output row is not finite (else the first member's)."""
+        n0 = group[0]
+        res = n0.result
+        outs = res if type(res) is tuple else (res,)
+        pick = n0
+        if n0.row is not None:
+            for o in outs:
+                d = getattr(o, "_data", None)
+                if d is not None and d.dtype.kind == "f" and d.ndim:
+                    bad = ~np.isfinite(d.reshape(d.shape[0], -1)).all(axis=1)
+                    if bad.any():
+                        pick = group[int(np.argmax(bad))]
+                        break
+        for o in outs:
             fn = getattr(o, "_fn", None)
-            if fn is not None and fn.info is None:
-                fn.info = n.info
+            # replace the stack of the scheduler's call by the member's (only on the node
+            # this group made: a gathered ``stack`` may return its source group's array)
+            if fn is not None and (fn.prim is n0.prim or type(n0.prim) is Template):
+                fn.info = pick.info
 
     # ------------------------------------------------------------------
     # leaving the context
