@@ -355,3 +355,14 @@ def test_example_runs_with_autobatch():
                 autobatch=True)
     assert "tree-lstm (autobatch)" in res
     assert np.isfinite(res["tree-lstm (autobatch)"]["losses"][0])
+
+
+def test_cells_follow_a_dtype_change_of_the_parameters():
+    lin = nn.Linear(3, 3)
+    f = dg.autobatch.cell(lambda x: dg.tanh(lin(x)))
+    with dg.autobatch():
+        y32 = f(dg.randn(1, 3) * 1.0)
+    lin.double()
+    with dg.autobatch():
+        y64 = f(dg.randn(1, 3, dtype=dg.float64) * 1.0)
+    assert y32.dtype == dg.float32 and y64.dtype == dg.float64

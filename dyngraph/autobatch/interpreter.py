@@ -287,6 +287,7 @@ class Autobatcher(Interpreter):
                 elif a._rg and a._fn is None:     # a parameter: shared by identity
                     spec.append(id(a))
                     spec.append(d.shape)
+                    spec.append(d.dtype)
                 else:
                     const = True
                     spec.append(d.shape)
@@ -411,7 +412,7 @@ class Autobatcher(Interpreter):
                         depth = nd + 1
                     stored[i] = d
                 elif a._rg and a._fn is None:
-                    parts.append(("param", id(a), d.shape))
+                    parts.append(("param", id(a), d.shape, d.dtype))
                 else:
                     parts.append((d.shape, d.dtype, a._rg))
             else:
