@@ -339,60 +339,50 @@ def evaluate_recursive(model, sentences) -> dict:
     return {"fine": fine / max(len(sentences), 1), "binary": binary / max(n_bin, 1)}
 
 
-def fit_recursive(model, train_groups, test_sentences, epochs: int, lr: float, quiet: bool):
-    """Train :class:`RecursiveTreeLSTM` per tree inside ``dg.autobatch`` (one update per group)."""
+def _train(model, batches, loss_of, evaluate_fn, epochs: int, lr: float, name: str, quiet: bool) -> dict:
+    """Adam over ``batches`` in a seeded random order; ``loss_of(batch)`` gives the batch loss."""
     opt = dg.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
     rng = np.random.default_rng(0)
     times, cpu_times, losses = [], [], []
     for epoch in range(epochs):
         t0, c0 = time.perf_counter(), time.process_time()
         total = count = 0.0
-        for gi in rng.permutation(len(train_groups)):
-            group = train_groups[gi]
-            with dg.autobatch():
-                loss = F.cross_entropy(model.forward_trees(group), post_order_labels(group))
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += loss.item()
+        for bi in rng.permutation(len(batches)):
+            total += loss_of(batches[bi], opt)
             count += 1
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
         losses.append(total / count)
         if not quiet:
-            acc = evaluate_recursive(model, test_sentences)
-            print(f"[tree-lstm, autobatch] epoch {epoch + 1}: loss {losses[-1]:.4f}  {times[-1]:.1f}s "
-                  f"wall, {cpu_times[-1]:.1f}s CPU  test fine {acc['fine']:.3f} binary {acc['binary']:.3f}")
-    acc = evaluate_recursive(model, test_sentences)
+            acc = evaluate_fn()
+            print(f"[{name}] epoch {epoch + 1}: loss {losses[-1]:.4f}  {times[-1]:.1f}s wall, "
+                  f"{cpu_times[-1]:.1f}s CPU  test fine {acc['fine']:.3f} binary {acc['binary']:.3f}")
+    acc = evaluate_fn()
     return {"losses": losses, "seconds_per_epoch": sum(times) / len(times),
             "cpu_seconds_per_epoch": sum(cpu_times) / len(cpu_times), **acc}
+
+
+def _step(loss, opt) -> float:
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def fit_recursive(model, train_groups, test_sentences, epochs: int, lr: float, quiet: bool):
+    """Train :class:`RecursiveTreeLSTM` per tree inside ``dg.autobatch`` (one update per group)."""
+    def loss_of(group, opt):
+        with dg.autobatch():   # the whole step: the group's trees record, then run batched
+            return _step(F.cross_entropy(model.forward_trees(group), post_order_labels(group)), opt)
+
+    return _train(model, train_groups, loss_of, lambda: evaluate_recursive(model, test_sentences),
+                  epochs, lr, "tree-lstm, autobatch", quiet)
 
 
 def fit(model, train_batches, test_batches, epochs: int, lr: float, name: str, quiet: bool):
-    opt = dg.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
-    rng = np.random.default_rng(0)
-    times, cpu_times, losses = [], [], []
-    for epoch in range(epochs):
-        t0, c0 = time.perf_counter(), time.process_time()
-        total = count = 0.0
-        for bi in rng.permutation(len(train_batches)):
-            b = train_batches[bi]
-            loss = F.cross_entropy(model(b), b.labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item()
-            count += 1
-        times.append(time.perf_counter() - t0)
-        cpu_times.append(time.process_time() - c0)
-        losses.append(total / count)
-        if not quiet:
-            acc = evaluate(model, test_batches)
-            print(f"[{name}] epoch {epoch + 1}: loss {losses[-1]:.4f}  {times[-1]:.1f}s wall, "
-                  f"{cpu_times[-1]:.1f}s CPU  test fine {acc['fine']:.3f} binary {acc['binary']:.3f}")
-    acc = evaluate(model, test_batches)
-    return {"losses": losses, "seconds_per_epoch": sum(times) / len(times),
-            "cpu_seconds_per_epoch": sum(cpu_times) / len(cpu_times), **acc}
+    """Train a hand-batched model (one update per level-by-level batch)."""
+    return _train(model, train_batches, lambda b, opt: _step(F.cross_entropy(model(b), b.labels), opt),
+                  lambda: evaluate(model, test_batches), epochs, lr, name, quiet)
 
 
 def run(data: str | None = None, epochs: int = 4, batch: int = 25, emb: int = 64, hidden: int = 64,
