@@ -278,7 +278,10 @@ class Autobatcher(Interpreter):
                     lazy = True
                     spec.append(d.shape)
                     spec.append(d.dtype)
-                    nd = d.node.depth
+                    # a computed input is not in any later evaluation: counting its depth
+                    # would put the next steps of instances with different histories
+                    # (after a read, in map) at different depths, never in one group
+                    nd = d.node.depth if d.node.result is None else -1
                     if nd >= depth:
                         depth = nd + 1
                     if stored is None:
@@ -407,7 +410,7 @@ class Autobatcher(Interpreter):
                 d = a._data
                 if type(d) is Lazy:
                     parts.append((d.shape, d.dtype, a._rg))
-                    nd = d.node.depth
+                    nd = d.node.depth if d.node.result is None else -1    # as in process()
                     if nd >= depth:
                         depth = nd + 1
                     stored[i] = d

@@ -243,7 +243,22 @@ def index_rule(prim, B, args, batched, params):
     if not batched[0] and batched[1] and spec == ("tensor",):
         out = bind(prim, (x, _reshape(idx, (-1,))), params)
         return _reshape(out, (B, *idx._data.shape[1:], *x._data.shape[1:]))
+    if all(batched) and spec == ("tensor",) and x._data.ndim > 1:
+        # member b indexes its own rows (``h[src]`` in message passing): select once
+        # from all members' rows with member b's indices offset by b * n
+        n = x._data.shape[1]
+        flat = _member_rows(idx, B, n)
+        return bind(prim, (_reshape(x, (B * n, *x._data.shape[2:])), flat), params)
     return NotImplemented
+
+
+def _member_rows(index, B, n):
+    """Member b's integer indices into its ``n`` rows (negative ones counted from the end,
+    as eager allows) -> indices into the ``B * n`` rows of all members.  Index values
+    are never differentiable and are concrete when a rule runs."""
+    i = np.asarray(index._data)
+    i = np.where(i < 0, i + n, i) + (np.arange(B, dtype=i.dtype) * n).reshape((B,) + (1,) * (i.ndim - 1))
+    return Tensor._make(i, False, None, 0)
 
 
 def bool_index_shape(args):
@@ -431,9 +446,10 @@ def index_select_rule(prim, B, args, batched, params):
 
 
 def index_update_rule(prim, B, args, batched, params):
-    """``index_add``/``index_copy``/``index_fill``: shared indices, shift ``dim``."""
+    """``index_add``/``index_copy``/``index_fill``: shared indices, shift ``dim``;
+    per-member indices (``index_add``/``index_copy``): one update of all members' rows."""
     if len(args) > 1 and batched[1]:
-        return NotImplemented
+        return _index_update_member_indices(prim, B, args, batched, params)
     if len(args) > 2 and batched[2] and prim.name == "index_fill":
         return NotImplemented
     n = _nd(args[0], batched[0])
@@ -447,6 +463,32 @@ def index_update_rule(prim, B, args, batched, params):
         new[2] = _expand_to(args[2], B)
     return bind(prim, tuple(new), {**params, "dim": d})
 
+
+
+def _index_update_member_indices(prim, B, args, batched, params):
+    """Member b updates its own rows along ``dim`` with its own indices (sum aggregation
+    in message passing): move the dim first, offset member b's indices by b * n, run
+    one update on all members' rows, and move the dim back."""
+    if prim.name not in ("index_add", "index_copy") or len(args) != 3 \
+            or getattr(args[2], "_data", None) is None:
+        return NotImplemented
+    x, index, src = (a if b else _expand_to(a, B) for a, b in zip(args, batched, strict=True))
+    n_m = x._data.ndim - 1
+    d = _norm(params.get("dim", 0), n_m)
+    if d is None or index._data.ndim != 2 or src._data.ndim != x._data.ndim:
+        return NotImplemented
+    perm = list(range(n_m + 1))
+    perm.insert(1, perm.pop(d))
+    if d != 1:
+        x, src = (_bind("permute", (t,), {"dims": tuple(perm)}) for t in (x, src))
+    n, k, rest = x._data.shape[1], src._data.shape[1], tuple(x._data.shape[2:])
+    flat = _reshape(_member_rows(index, B, n), (-1,))
+    out = bind(prim, (_reshape(x, (B * n, *rest)), flat, _reshape(src, (B * k, *rest))),
+               {**params, "dim": 0})
+    out = _reshape(out, (B, n, *rest))
+    if d != 1:
+        out = _bind("permute", (out,), {"dims": tuple(int(i) for i in np.argsort(perm))})
+    return out
 
 def merge_leading(spatial):
     """Rule for primitives on ``(N, C, *spatial)`` inputs (conv, pooling, the LSTM cell
