@@ -1,4 +1,4 @@
-"""PyTorch-style ``repr`` for tensors: ``tensor([1., 2.], grad_fn=<MulBackward>)``."""
+"""PyTorch-style ``repr`` for tensors: ``tensor([1., 2.], grad_fn=<MulBackward0>)``."""
 
 from __future__ import annotations
 

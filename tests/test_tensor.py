@@ -102,7 +102,7 @@ def test_repr_matches_torch(make):
 
 def test_repr_shows_grad_fn():
     x = dg.ones(2, requires_grad=True)
-    assert repr(x * 2) == "tensor([2., 2.], grad_fn=<MulBackward>)"
+    assert repr(x * 2) == "tensor([2., 2.], grad_fn=<MulBackward0>)"
 
 
 # -- operators ------------------------------------------------------------------------------

@@ -53,7 +53,12 @@ class Node:
 
     # -- PyTorch-compatible introspection ------------------------------------
     def name(self) -> str:
-        return _backward_name(self.prim.name)
+        """PyTorch's name for this node (``"MulBackward0"``), from the primitive's ``torch_name``.
+
+        >>> (dg.ones(2, requires_grad=True).sum(0)).grad_fn.name()
+        'SumBackward1'
+        """
+        return node_name(self.prim, self.params)
 
     def __repr__(self) -> str:
         info = self.info
@@ -205,12 +210,32 @@ class RemovableHandle:
 _NAME_CACHE: dict = {}
 
 
-def _backward_name(prim_name: str) -> str:
+def default_node_name(prim_name: str) -> str:
+    """``"log_softmax"`` -> ``"LogSoftmaxBackward0"``: PyTorch's spelling of a node name.
+
+    The ``0`` is PyTorch's overload number; primitives whose PyTorch node differs set
+    ``torch_name`` (see :class:`~dyngraph._core.registry.Primitive`).
+    """
     name = _NAME_CACHE.get(prim_name)
     if name is None:
-        name = "".join(p[:1].upper() + p[1:] for p in prim_name.split("_")) + "Backward"
+        name = "".join(p[:1].upper() + p[1:] for p in prim_name.split("_")) + "Backward0"
         _NAME_CACHE[prim_name] = name
     return name
+
+
+def node_name(prim, params) -> str:
+    """The node name of a call of ``prim`` with ``params`` (the one place names come from).
+
+    Primitives carry ``torch_name`` (a string or a function of the params); other node
+    kinds (custom ``autograd.Function``, compiled backward...) may set it too, or get
+    the default spelling of their ``name``.
+    """
+    tn = getattr(prim, "torch_name", None)
+    if tn is None:
+        return default_node_name(prim.name)
+    if type(tn) is str:
+        return tn
+    return tn(params)
 
 
 def bump_version(t) -> None:

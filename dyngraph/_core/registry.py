@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
-from .graph import Meta, Node, capture_stack
+from .graph import Meta, Node, capture_stack, default_node_name
 from .state import STATE
 
 __all__ = ["Primitive", "primitive", "bind", "REGISTRY", "EMPTY"]
@@ -70,19 +70,24 @@ class Primitive:
         random: draws random numbers.
         pure: same inputs and params give the same output, without side effects
             (False for random primitives); graph passes fold/merge/remove only pure calls.
+        torch_name: the name of PyTorch's autograd node for this op (``grad_fn.name()``):
+            a string, or ``torch_name(params) -> str`` where PyTorch's name depends on the
+            call (``sum`` over all elements is ``SumBackward0``, over a dim ``SumBackward1``).
+            Default ``<CamelName>Backward0``; a primitive that stands for several PyTorch ops
+            names the usual one.  Only ``grad_fn.name()`` reads it, never the hot path.
     """
 
     __slots__ = (
         "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
         "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
-        "ufunc", "random", "pure",
+        "ufunc", "random", "pure", "torch_name",
     )
 
     def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
                  promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
                  differentiable=True, nondiff_argnums=(), meta=False, save_for=None,
-                 ufunc=None, random=False, pure=None):
+                 ufunc=None, random=False, pure=None, torch_name=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
         self.name = name
@@ -119,6 +124,8 @@ class Primitive:
         self.batch = None
         self.batchable = None
         self.batch_reason = None
+        # computed once here, so ``grad_fn.name()`` costs a lookup (or one call of the function)
+        self.torch_name = default_node_name(name) if torch_name is None else torch_name
         REGISTRY[name] = self
 
     # -- rule registration -------------------------------------------------

@@ -98,6 +98,7 @@ class _CheckpointBackward:
     """``Node.prim`` of a checkpointed call: recompute, then differentiate the recomputation."""
 
     vjp_rules = None  # no registry rules: the engine calls backward_node
+    torch_name = "CheckpointFunctionBackward"  # PyTorch's reentrant checkpoint node
     __slots__ = ("fn", "kwargs", "rng_state", "targets", "out_info", "name", "args_info")
 
     def __init__(self, fn, kwargs):

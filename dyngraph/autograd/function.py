@@ -334,6 +334,11 @@ class _FunctionBackward:
         self.in_meta = None
         self.out_meta = None
 
+    @property
+    def torch_name(self) -> str:
+        # PyTorch names a custom Function's node "<ClassName>Backward", without an overload number
+        return self.name + "Backward"
+
     def __repr__(self) -> str:
         return f"<custom Function {self.name}>"
 

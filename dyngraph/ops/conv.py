@@ -113,7 +113,7 @@ def _conv_out(size, k, s, pad, d):
 # convolution primitives
 # ---------------------------------------------------------------------------
 
-@primitive("conv", save_inputs=True)
+@primitive("conv", save_inputs=True, torch_name="ConvolutionBackward0")
 def conv_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
     """N-d cross-correlation (PyTorch's convolution) on arrays."""
     n, c = x.shape[:2]
@@ -153,7 +153,7 @@ def conv_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
     return y.reshape((n, o) + out)
 
 
-@primitive("conv_transpose", save_inputs=True)
+@primitive("conv_transpose", save_inputs=True, torch_name="ConvolutionBackward0")
 def conv_transpose_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1,
                      output_size=(1,)):
     """N-d transposed convolution: the adjoint of ``conv`` in its input (GEMM + col2im)."""
@@ -278,7 +278,7 @@ conv_weight_p.defvjp(
 # unfold (im2col) and fold (col2im): linear maps, each other's adjoint
 # ---------------------------------------------------------------------------
 
-@primitive("unfold", meta=True)
+@primitive("unfold", meta=True, torch_name="Im2ColBackward0")
 def unfold_p(x, kernel_size=(1, 1), dilation=(1, 1), padding=((0, 0), (0, 0)), stride=(1, 1)):
     """Sliding blocks of ``x`` (N, C, H, W) as columns (N, C * kH * kW, L)."""
     out = _conv_out(x.shape[2:], kernel_size, stride, padding, dilation)
@@ -286,7 +286,7 @@ def unfold_p(x, kernel_size=(1, 1), dilation=(1, 1), padding=((0, 0), (0, 0)), s
     return cols.reshape(x.shape[0], x.shape[1] * _prod(kernel_size), _prod(out))
 
 
-@primitive("fold", meta=True)
+@primitive("fold", meta=True, torch_name="Col2ImBackward0")
 def fold_p(cols, output_size=(1, 1), kernel_size=(1, 1), dilation=(1, 1),
            padding=((0, 0), (0, 0)), stride=(1, 1)):
     """Sum columns (N, C * kH * kW, L) back into an (N, C, *output_size) image (col2im)."""
@@ -618,7 +618,17 @@ def _flat_index(out, kernel, stride, padding, dilation, in_size):
     return np.broadcast_to(idx, tuple(out) + tuple(kernel)).reshape(tuple(out) + (-1,))
 
 
-@primitive("max_pool", n_outputs=2, save_output=True, meta=True)
+def _pool_name(kind: str, key: str):
+    """PyTorch's pooling node names carry the number of spatial dims; its 1-d pooling runs
+    as 2-d pooling on an unsqueezed input, so the node it returns is the final squeeze."""
+    def name(params) -> str:
+        n = len(params[key])
+        return "SqueezeBackward1" if n == 1 else f"{kind}{n}D{'WithIndices' if kind == 'MaxPool' else ''}Backward0"
+    return name
+
+
+@primitive("max_pool", n_outputs=2, save_output=True, meta=True,
+           torch_name=_pool_name("MaxPool", "kernel_size"))
 def max_pool_p(x, kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), ceil_mode=False):
     """Max pooling returning (values, flat indices into each input plane) like PyTorch."""
     nd = len(kernel_size)
@@ -869,7 +879,8 @@ def _kernel_slices(k, s, out):
         yield tuple(slice(o, o + s[i] * (out[i] - 1) + 1, s[i]) for i, o in enumerate(off))
 
 
-@primitive("avg_pool", meta=True)
+@primitive("avg_pool", meta=True,
+           torch_name=_pool_name("AvgPool", "kernel_size"))
 def avg_pool_p(x, kernel_size=(1,), stride=(1,), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """Average pooling (PyTorch's divisor rules for padding and ceil_mode)."""
@@ -1023,7 +1034,8 @@ def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg_nd("adaptive_avg_pool2d", 2, input, output_size)
 
 
-@primitive("adaptive_max_pool", n_outputs=2, save_output=True, meta=True)
+@primitive("adaptive_max_pool", n_outputs=2, save_output=True, meta=True,
+           torch_name=_pool_name("AdaptiveMaxPool", "output_size"))
 def adaptive_max_pool_p(x, output_size=(1,)):
     """Max over PyTorch's adaptive windows; returns (values, flat plane indices)."""
     nd = len(output_size)
@@ -1080,7 +1092,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 # resampling: nearest (a gather and its adjoint), linear (interpolation matrices)
 # ---------------------------------------------------------------------------
 
-@primitive("upsample_nearest", meta=True)
+@primitive("upsample_nearest", meta=True,
+           torch_name=lambda p: f"UpsampleNearest{len(p['index'])}DBackward0")
 def upsample_nearest_p(x, index=((0,),)):
     """Gather along each spatial dim: y[..., i, j] = x[..., index[0][i], index[1][j]]."""
     y = x

@@ -232,7 +232,8 @@ log_p = Primitive("log", np.log, promote="float", save_inputs=True, ufunc=np.log
 log_p.defvjp(lambda g, out, x: g / x)
 
 
-log1p_p = Primitive("log1p", np.log1p, promote="float", save_inputs=True, ufunc=np.log1p)
+log1p_p = Primitive("log1p", np.log1p, promote="float", save_inputs=True, ufunc=np.log1p,
+                    torch_name="Log1PBackward0")
 
 
 log1p_p.defvjp(lambda g, out, x: g / (x + 1.0))
@@ -582,7 +583,8 @@ hardtanh_p.defvjp(lambda g, out, x, min_val=-1.0, max_val=1.0:
                   g * ((x > min_val) & (x < max_val)))
 
 
-@primitive("clamp", promote="same", save_inputs=True)
+# PyTorch: clamp with number bounds is ClampBackward1, with tensor bounds ClampBackward0
+@primitive("clamp", promote="same", save_inputs=True, torch_name="ClampBackward1")
 def clamp_p(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
@@ -604,7 +606,8 @@ def _clamp_vjp(g, out, x, min=None, max=None):
 clamp_p.defvjp(_clamp_vjp)
 
 
-@primitive("clamp_tensor", promote="same", broadcasts=True, save_inputs=True)
+@primitive("clamp_tensor", promote="same", broadcasts=True, save_inputs=True,
+           torch_name="ClampBackward0")
 def clamp_tensor_p(x, lo, hi):
     return np.minimum(np.maximum(x, lo), hi)
 
@@ -712,7 +715,7 @@ nan_to_num_p.defvjp(lambda g, out, x, nan=0.0, posinf=None, neginf=None: g * isf
 # dtype / device conversion (differentiable)
 # ---------------------------------------------------------------------------
 
-@primitive("cast", save_inputs=True)
+@primitive("cast", save_inputs=True, torch_name="ToCopyBackward0")
 def cast_p(x, dtype=None):
     if dtype == np.float16 and x.dtype.itemsize > 2:
         with np.errstate(over="ignore"):  # out-of-range values become inf silently, as in PyTorch

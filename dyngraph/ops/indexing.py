@@ -237,7 +237,21 @@ def parse_index(idx):
 # basic indexing: a view (the RNN hot path ``x[t]``)
 # ---------------------------------------------------------------------------
 
-@primitive("getitem", meta=True, is_view=True)
+def _getitem_name(params) -> str:
+    # PyTorch applies the index left to right; the node is that of the last step that is not a
+    # full slice or Ellipsis: an int selects, a slice slices, None unsqueezes; x[...] aliases
+    for c in reversed(params.get("index", ())):
+        if c is None:
+            return "UnsqueezeBackward0"
+        if isinstance(c, tuple):
+            if c != (None, None, None):
+                return "SliceBackward0"
+        elif c is not Ellipsis:
+            return "SelectBackward0"
+    return "AliasBackward0"
+
+
+@primitive("getitem", meta=True, is_view=True, torch_name=_getitem_name)
 def getitem_p(x, index=()):
     """``x[index]`` for a spec of ints, slice triples, None and Ellipsis (a view)."""
     try:

@@ -424,7 +424,7 @@ def diagonal_p(x, offset=0, dim1=0, dim2=1):
     return d
 
 
-@primitive("diagonal_scatter_zeros")
+@primitive("diagonal_scatter_zeros", torch_name="DiagEmbedBackward0")
 def diag_embed_p(g, shape=(), offset=0, dim1=0, dim2=1):
     """Zeros of ``shape`` with ``g`` on the given diagonal (the adjoint of ``diagonal``)."""
     out = np.zeros(shape, dtype=g.dtype)
@@ -720,7 +720,7 @@ def _square(x, op):
         raise RuntimeError(f"{op}: Expected a floating point tensor as input. Got {_cname(x.dtype)}")
 
 
-@primitive("inv", save_output=True)
+@primitive("inv", save_output=True, torch_name="LinalgInvExBackward0")
 def inv_p(x):
     _square(x, "linalg.inv")
     try:
@@ -739,7 +739,7 @@ def _unsq2(a):
     return _shape.reshape_p(a, shape=s + (1, 1))
 
 
-@primitive("det", save_inputs=True, save_output=True)
+@primitive("det", save_inputs=True, save_output=True, torch_name="LinalgDetBackward0")
 def det_p(x):
     _square(x, "linalg.det")
     return np.linalg.det(x)
@@ -772,7 +772,7 @@ def _cofactor(a):
 det_p.defvjp(_det_vjp)
 
 
-@primitive("slogdet", n_outputs=2, save_inputs=True)
+@primitive("slogdet", n_outputs=2, save_inputs=True, torch_name="LinalgSlogdetBackward0")
 def slogdet_p(x):
     _square(x, "linalg.slogdet")
     sign, logabs = np.linalg.slogdet(x)
@@ -782,7 +782,8 @@ def slogdet_p(x):
 slogdet_p.defvjp(lambda g, out, x: _unsq2(g[1]) * inv_p(x).mT)
 
 
-@primitive("solve", save_inputs=True, save_output=True, broadcasts=True)
+@primitive("solve", save_inputs=True, save_output=True, broadcasts=True,
+           torch_name="LinalgSolveExBackward0")
 def solve_p(a, b):
     _square(a, "linalg.solve")
     if a.shape[-1] != b.shape[-2]:
@@ -810,7 +811,7 @@ def _solve_vjp_b(g, out, a, b):
 solve_p.defvjp(_solve_vjp_a, _solve_vjp_b)
 
 
-@primitive("cholesky", save_output=True)
+@primitive("cholesky", save_output=True, torch_name="LinalgCholeskyExBackward0")
 def cholesky_p(x):
     _square(x, "linalg.cholesky")
     try:
@@ -834,7 +835,7 @@ def _cholesky_vjp(g, out, x):
 cholesky_p.defvjp(_cholesky_vjp)
 
 
-@primitive("qr", n_outputs=2, meta=True, save_output=True)
+@primitive("qr", n_outputs=2, meta=True, save_output=True, torch_name="LinalgQrBackward0")
 def qr_p(x, mode="reduced"):
     if x.ndim < 2:
         raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions, "
@@ -889,7 +890,7 @@ def qr(input, mode: str = "reduced"):
     return _QRResult(q, r)
 
 
-@primitive("eigh", n_outputs=2, meta=True, save_output=True)
+@primitive("eigh", n_outputs=2, meta=True, save_output=True, torch_name="LinalgEighBackward0")
 def eigh_p(x, UPLO="L"):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise RuntimeError(f"linalg.eigh: A must be batches of square matrices, but they are "
@@ -942,7 +943,7 @@ def eigvalsh(A, UPLO: str = "L"):
     return eigh(A, UPLO).eigenvalues
 
 
-@primitive("svd", n_outputs=3, meta=True, save_output=True)
+@primitive("svd", n_outputs=3, meta=True, save_output=True, torch_name="LinalgSvdBackward0")
 def svd_p(x, full_matrices=True):
     if x.ndim < 2:
         raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, "

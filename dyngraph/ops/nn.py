@@ -230,7 +230,7 @@ def linear(input, weight, bias=None):
 # layer_norm: normalise over the trailing `ndim` dimensions, then scale and shift
 # ---------------------------------------------------------------------------
 
-@primitive("layer_norm", save_inputs=True)
+@primitive("layer_norm", save_inputs=True, torch_name="NativeLayerNormBackward0")
 def layer_norm_p(x, w=None, b=None, ndim=1, eps=1e-5):
     """Primitive: normalise over the last ``ndim`` dimensions, then ``* w + b``."""
     dims = tuple(range(x.ndim - ndim, x.ndim))

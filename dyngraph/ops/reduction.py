@@ -65,7 +65,8 @@ def _sum_dtype(dtype):
     return np.int64 if dtype.kind in "biu" else None
 
 
-@primitive("sum", meta=True)
+# PyTorch: sum() is SumBackward0, sum(dim) SumBackward1 (likewise mean, prod)
+@primitive("sum", meta=True, torch_name=lambda params: "SumBackward1" if "dim" in params else "SumBackward0")
 def sum_p(x, dim=None, keepdim=False, dtype=None):
     if dtype is None and x.dtype.itemsize < 4:
         if x.dtype.kind in "biu":
@@ -105,7 +106,7 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False, dtype=None):
 sum_p.defvjp(_sum_vjp)
 
 
-@primitive("mean", meta=True)
+@primitive("mean", meta=True, torch_name=lambda params: "MeanBackward1" if "dim" in params else "MeanBackward0")
 def mean_p(x, dim=None, keepdim=False, dtype=None):
     if x.dtype.kind != "f" and dtype is None:
         raise RuntimeError(
@@ -262,7 +263,7 @@ def _data_branch_ok() -> bool:
 # prod, cumsum, cumprod (exact gradients when inputs contain zeros)
 # ===========================================================================
 
-@primitive("prod", save_inputs=True, save_output=True)
+@primitive("prod", save_inputs=True, save_output=True, torch_name=lambda params: "ProdBackward1" if "dim" in params else "ProdBackward0")
 def prod_p(x, dim=None, keepdim=False, dtype=None):
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.int64
@@ -485,9 +486,11 @@ def _vi_impl(fn, red, name):
     return impl
 
 
-max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True)(
+max_dim_p = primitive("max_dim", n_outputs=2, meta=True, save_output=True,
+                      torch_name="MaxBackward0")(
     _vi_impl(np.ndarray.argmax, np.ndarray.max, "max"))
-min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True)(
+min_dim_p = primitive("min_dim", n_outputs=2, meta=True, save_output=True,
+                      torch_name="MinBackward0")(
     _vi_impl(np.ndarray.argmin, np.ndarray.min, "min"))
 max_dim_p.defvjp(_select_rule)
 min_dim_p.defvjp(_select_rule)
@@ -662,7 +665,7 @@ def median_p(x):
 median_p.defvjp(_even_rule)
 
 
-@primitive("median_dim", n_outputs=2, meta=True, save_output=True)
+@primitive("median_dim", n_outputs=2, meta=True, save_output=True, torch_name="MedianBackward1")
 def median_dim_p(x, dim=0, keepdim=False):
     _nonempty_dims(x, (dim,), "median")
     n = x.shape[dim]
@@ -891,7 +894,8 @@ def logsumexp(input, dim, keepdim: bool = False):
 # norms
 # ===========================================================================
 
-@primitive("vector_norm", save_inputs=True, save_output=True)
+@primitive("vector_norm", save_inputs=True, save_output=True,
+           torch_name="LinalgVectorNormBackward0")
 def vector_norm_p(x, ord=2.0, dim=None, keepdim=False):
     if x.dtype.kind == "f" and x.dtype.itemsize < 4:
         # half precision: float32 accumulation, one rounding (PyTorch; float16 squares

@@ -64,7 +64,8 @@ def _shape_args(shape) -> tuple:
     return tuple(int(s) for s in shape)
 
 
-@primitive("reshape", meta=True, is_view=True)
+# PyTorch names view/reshape/flatten nodes ViewBackward0 (the usual callers of this primitive)
+@primitive("reshape", meta=True, is_view=True, torch_name="ViewBackward0")
 def reshape_p(x, shape=()):
     return x.reshape(shape)
 
@@ -130,7 +131,15 @@ def expand_as(input, other):
     return expand(input, tuple(other.shape))
 
 
-@primitive("permute", is_view=True)
+def _permute_name(params) -> str:
+    # a swap of two axes is what transpose/mT/swapaxes record (TransposeBackward0 in PyTorch);
+    # x.permute(1, 0, 2) also swaps two and is then named TransposeBackward0 here
+    dims = params.get("dims", ())
+    moved = sum(1 for i, d in enumerate(dims) if i != d)
+    return "TransposeBackward0" if moved == 2 else "PermuteBackward0"
+
+
+@primitive("permute", is_view=True, torch_name=_permute_name)
 def permute_p(x, dims=()):
     return x.transpose(dims)
 
@@ -888,7 +897,17 @@ def _pad_map(n, lo, hi, mode):
     return src
 
 
-@primitive("pad", meta=True)
+def _pad_name(params) -> str:
+    mode = params.get("mode", "constant")
+    n = len(params.get("pad", ())) // 2
+    if mode == "reflect":
+        return f"ReflectionPad{n}DBackward0"
+    if mode == "replicate":
+        return f"ReplicationPad{n}DBackward0"
+    return "ConstantPadNdBackward0" if mode == "constant" else "PadBackward0"
+
+
+@primitive("pad", meta=True, torch_name=_pad_name)
 def pad_p(x, pad=(), mode="constant", value=0.0):
     """``x`` padded; ``pad`` pairs start from the last dimension (PyTorch's order)."""
     nd = x.ndim
