@@ -254,11 +254,12 @@ def index_rule(prim, B, args, batched, params):
 
 def _member_rows(index, B, n):
     """Member b's integer indices into its ``n`` rows (negative ones counted from the end,
-    as eager allows) -> indices into the ``B * n`` rows of all members.  Index values
-    are never differentiable and are concrete when a rule runs."""
-    i = np.asarray(index._data)
-    i = np.where(i < 0, i + n, i) + (np.arange(B, dtype=i.dtype) * n).reshape((B,) + (1,) * (i.ndim - 1))
-    return Tensor._make(i, False, None, 0)
+    as eager allows) -> indices into the ``B * n`` rows of all members.  Eager checked
+    the range when the op was recorded, so ``index mod n`` is the non-negative index."""
+    dt, k = index._data.dtype, index._data.ndim - 1
+    offs = Tensor._make((np.arange(B, dtype=dt) * n).reshape((B,) + (1,) * k), False, None, 0)
+    mod = Tensor._make(np.asarray(max(n, 1), dtype=dt), False, None, 0)   # n = 0: no indices
+    return _bind("add", (_bind("remainder", (index, mod), {}), offs), {})
 
 
 def bool_index_shape(args):
