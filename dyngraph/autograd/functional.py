@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ops.shape import stack
-from .grad_mode import STATE
+from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -135,20 +135,11 @@ def _fill_zeros(grads, refs, strict, create_graph, fn_name, stage):
 
 
 def _call(func, inputs, fn_name):
-    with _grad_on():
+    with enable_grad():
         out = func(*inputs)
     is_tuple, outs = _as_tuple(out, "outputs of the user-provided function", fn_name)
     return is_tuple, outs
 
-
-class _grad_on:  # noqa: N801
-    def __enter__(self):
-        self._prev = STATE.grad_enabled
-        STATE.grad_enabled = True
-
-    def __exit__(self, *exc):
-        STATE.grad_enabled = self._prev
-        return False
 
 
 def _const(arr):
@@ -215,7 +206,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     # u: dummy cotangents.  g(u) = uᵀJ is linear in u, so d(g(u)·v)/du = J v.
     dummies = tuple(zeros_like(o).requires_grad_(True) if o.is_floating_point() else None
                     for o in outputs)
-    with _grad_on():
+    with enable_grad():
         diff = [(o, u) for o, u in zip(outputs, dummies, strict=True) if u is not None and o.requires_grad]
         if diff:
             g_u = _grad([o for o, _ in diff], inputs, [u for _, u in diff], create_graph=True)
@@ -364,7 +355,7 @@ def _hessian_product(func, inputs, v, create_graph, strict, name):
     if outputs[0].numel() != 1:
         raise RuntimeError(
             f"The Tensor returned by the function given to {name} should contain a single element")
-    with _grad_on():
+    with enable_grad():
         jac = _grad(outputs, inputs, (None,), create_graph=True)
         jac = _fill_zeros(jac, inputs, strict, create_graph, name, "back")
     pairs = [(j, vi) for j, vi in zip(jac, v, strict=True) if j.requires_grad]
