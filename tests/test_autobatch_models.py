@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -285,6 +286,46 @@ def test_memory_stays_flat_over_many_iterations():
         step()
     assert live_nodes() <= base
     assert base <= 2
+
+
+def test_a_finished_graph_is_freed_without_the_cyclic_collector():
+    # pending nodes and their outputs form no reference cycles: dropping the result frees
+    # the recorded graph by reference counting (gc disabled here, so nothing collects it)
+    W = nn.Parameter(dg.randn(8, 8, dtype=dg.float64))
+    xs = [dg.randn(1, 8, dtype=dg.float64) for _ in range(4)]
+    gc.collect()
+    gc.disable()
+    try:
+        with dg.autobatch():
+            ys = [dg.tanh(x @ W) for x in xs]
+            node = ys[0].grad_fn
+            assert type(node) is PNode
+            ref = weakref.ref(node)
+            loss = dg.stack([y.sum() for y in ys]).sum()
+            del node
+            loss.backward()
+        del ys, loss
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_collector_settings_are_restored_after_the_block():
+    before = gc.get_threshold()
+    with dg.autobatch():
+        assert gc.get_freeze_count() >= 0
+        with dg.autobatch():         # nested: only the outermost block changes them
+            pass
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    gc.freeze()                      # a program that froze objects itself: left alone
+    try:
+        n = gc.get_freeze_count()
+        with dg.autobatch():
+            assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == n
+    finally:
+        gc.unfreeze()
 
 
 def test_one_context_for_many_steps_stays_flat():

@@ -222,8 +222,8 @@ def _direct(node) -> bool:
 
     if node.prim.__class__ is Template or node.prim.batch is not elementwise:
         return False
-    n = node.outs[0].ndim
-    if n == 0 or len(node.outs) != 1:
+    n = len(node.specs[0][0])
+    if n == 0 or len(node.specs) != 1:
         return False
     for a in node.args:
         d = a if type(a).__name__ == "Lazy" else getattr(a, "_data", None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 
 from .._core.state import STATE
+from .context import autobatch
+from .interpreter import Autobatcher
 
 __all__ = ["map_instances"]
 
@@ -126,9 +128,6 @@ def map_instances(fn, instances, *, stats: bool = False, scheduler: str = "depth
     ...     return out
     >>> outputs = dg.autobatch.map(decode, sentences)
     """
-    from . import autobatch  # noqa: PLC0415  (the package's context manager)
-    from .interpreter import Autobatcher  # noqa: PLC0415
-
     interp = STATE.interpreter
     if isinstance(interp, Autobatcher) and not interp.tracing:
         return _run(interp, fn, instances)
