@@ -152,6 +152,14 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     >>> dg.tensor([[1, 2], [3, 4]])          # int64
     >>> dg.tensor(0.5, requires_grad=True)   # 0-d float32 leaf
     """
+    if type(data) is list and data and dtype is None and device is None and not requires_grad:
+        # the common ``dg.tensor([i, j])`` of Python ints (labels, word ids: two per node of
+        # a per-tree model): skip the general inference, same result (int64)
+        for x in data:
+            if type(x) is not int:
+                break
+        else:
+            return Tensor._make(np.array(data, dtype=np.int64), False, None, 0)
     return _finish(_to_array(data, dtype, copy=True), device, requires_grad)
 
 
