@@ -20,7 +20,7 @@ from .backend import device, cuda_available
 from .size import Size
 from .tensor import Tensor
 from . import ops
-from .ops.elementwise import *
+from .surface.elementwise import *
 from .ops.reduction import *
 from .ops.shape import *
 from .ops.linalg import *
@@ -35,7 +35,7 @@ from .autograd.grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
 )
-from .ops.elementwise import abs, pow, round
+from .surface.elementwise import abs, pow, round
 from .ops.reduction import sum
 
 # Subpackages and a few top-level functions are imported on first use (PEP 562):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import elementwise as _ew
 from .ops import linalg as _lin
 from .ops import reduction as _red
 from .ops._util import as_tensor_arg
+from .surface import elementwise as _ew
 from .tensor import Tensor, _wrap_dim
 
 __all__ = [

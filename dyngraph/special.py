@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 
-from .ops.elementwise import (
+from .ops.nn import log_softmax, softmax
+from .ops.reduction import logsumexp
+from .surface.elementwise import (
     digamma,
     erf,
     erfc,
@@ -24,17 +26,9 @@ from .ops.elementwise import (
     sinc,
     xlogy,
 )
-from .ops.elementwise import (
-    digamma as psi,
-)
-from .ops.elementwise import (
-    lgamma as gammaln,
-)
-from .ops.elementwise import (
-    sigmoid as expit,
-)
-from .ops.nn import log_softmax, softmax
-from .ops.reduction import logsumexp
+from .surface.elementwise import digamma as psi
+from .surface.elementwise import lgamma as gammaln
+from .surface.elementwise import sigmoid as expit
 
 __all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",
            "log_softmax", "softmax", "logsumexp", "ndtr", "erfinv", "digamma", "psi", "gammaln",

@@ -415,13 +415,13 @@ class Tensor:
         if dtype is not None:
             np_dt = _dt.to_numpy_dtype(dtype)
             if np_dt != self._data.dtype:
-                from .ops.elementwise import cast  # noqa: PLC0415
+                from .surface.elementwise import cast  # noqa: PLC0415
 
                 out = cast(out, dtype=np_dt)
         if dev is not None:
             dev = _device(dev)
             if dev != out.device:
-                from .ops.elementwise import to_device  # noqa: PLC0415
+                from .surface.elementwise import to_device  # noqa: PLC0415
 
                 out = to_device(out, device=str(dev))
         if copy and out is self:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ops import elementwise as E
+from ..surface import elementwise as E
 from . import functional as F
 from ._factory import new_param
 from .init import constant_

@@ -18,7 +18,6 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import concrete
-from ..ops import elementwise as E
 from ..ops.indexing import one_hot
 from ..ops.nn import (
     embedding,
@@ -34,6 +33,7 @@ from ..ops.reduction import sum as _sum
 from ..ops.registry import bind
 from ..ops.shape import pad, reshape
 from ..random import rng_of
+from ..surface import elementwise as E
 from ..tensor import Tensor
 from ._functional_common import as_tensor, const, require_float
 

@@ -101,7 +101,7 @@ def pixel_unshuffle(input, downscale_factor: int):
 
 
 def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):
-    from ..ops import elementwise as E  # noqa: PLC0415
+    from ..surface import elementwise as E  # noqa: PLC0415
 
     k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * nd
     if len(k) != nd:

@@ -1516,7 +1516,7 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
     tensor(2.5000)
     """
     from ..creation import from_numpy  # noqa: PLC0415
-    from .elementwise import where  # noqa: PLC0415
+    from ..surface.elementwise import where  # noqa: PLC0415
     from .shape import movedim, reshape  # noqa: PLC0415
 
     x = as_tensor_arg(input, "quantile")

@@ -14,15 +14,11 @@ PyTorch's rules apply:
 
 from __future__ import annotations
 
-import mmap
-
 import numpy as np
 
 from .._core.graph import bump_version  # (re-exported: the version counters' one writer)
 from .._core.state import STATE, note_inplace
 from ..tensor import Tensor
-from . import elementwise as E
-from ._util import install, operand
 
 __all__ = ["apply_inplace"]
 
@@ -33,8 +29,6 @@ def _check_target(self: Tensor, op: str) -> None:
             f"{op}: a leaf Variable that requires grad (shape {list(self.shape)}) is being used in "
             "an in-place operation. Wrap the update in `with dg.no_grad():` (as optimizers do), "
             "or use the out-of-place form.")
-
-
 
 
 def _notify(t: Tensor, value) -> None:
@@ -126,160 +120,3 @@ def _write(self: Tensor, value, op: str) -> None:
         self._data = np.array(np.broadcast_to(value, data.shape), dtype=data.dtype)
 
 
-def _binary_inplace(fn, name):
-    def method(self, other, *args, **kwargs):
-        other = operand(other)
-        return apply_inplace(self, lambda s: fn(s, other, *args, **kwargs), name)
-
-    method.__name__ = name
-    return method
-
-
-def _unary_inplace(fn, name):
-    def method(self, *args, **kwargs):
-        return apply_inplace(self, lambda s: fn(s, *args, **kwargs), name)
-
-    method.__name__ = name
-    return method
-
-
-def zero_(self: Tensor) -> Tensor:
-    """Fill with zeros in place."""
-    return fill_(self, 0)
-
-
-def fill_(self: Tensor, value) -> Tensor:
-    """Fill with ``value`` (a number or a 0-d tensor) in place."""
-    if isinstance(value, Tensor) and value._rg and STATE.grad_enabled:
-        return apply_inplace(self, lambda s: s * 0 + value.to(s.dtype), "fill_")
-    v = value.item() if isinstance(value, Tensor) else value
-    _check_target(self, "fill_")
-    if self._rg and STATE.grad_enabled:
-        return apply_inplace(self, lambda s: s * 0 + v, "fill_")
-    if self._data.flags.writeable:
-        self._data.fill(v)
-    else:
-        _write(self, np.asarray(v, self._data.dtype), "fill_")  # read-only: copies, or refuses expands
-    bump_version(self)
-    _notify(self, v)
-    return self
-
-
-def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
-    """Copy ``src`` (broadcast, cast to this dtype) into this tensor in place.
-
-    Any dtype converts to any dtype, as in PyTorch: floats are truncated toward zero
-    into integers, nonzero values become ``True`` in a bool tensor.
-
-    >>> dg.zeros((), dtype=dg.long).copy_(dg.tensor(3.7))
-    tensor(3)
-    """
-    src = operand(src)
-    if not isinstance(src, Tensor):
-        return fill_(self, src)
-    if src._rg and STATE.grad_enabled or (self._rg and STATE.grad_enabled):
-        def compute(s):
-            v = src if src._data.dtype == s._data.dtype else src.to(s.dtype)
-            if tuple(v.shape) != tuple(s.shape):
-                v = v.expand(*s.shape)
-            return s * 0 + v
-
-        return apply_inplace(self, compute, "copy_")
-    _check_target(self, "copy_")
-    value = src._data
-    from ..backend import device_of, move_to  # noqa: PLC0415
-
-    if device_of(value) != device_of(self._data):
-        value = move_to(value, device_of(self._data))
-    if value.dtype != self._data.dtype:
-        with np.errstate(over="ignore", invalid="ignore"):   # PyTorch converts silently
-            value = value.astype(self._data.dtype)   # copy_ converts across every dtype pair
-    _write(self, value, "copy_")
-    bump_version(self)
-    _notify(self, src)
-    return self
-
-
-def share_memory_(self: Tensor) -> Tensor:
-    """Move this tensor's values into shared memory (an anonymous ``MAP_SHARED`` mapping).
-
-    Processes forked afterwards (``dg.multiprocessing.Process`` with the default ``fork``
-    start method) see each other's in-place writes, which is what Hogwild-style training
-    needs.  Already-shared tensors and GPU tensors are returned as they are.
-
-    >>> w = dg.zeros(3).share_memory_(); w.is_shared()
-    True
-    """
-    data = self._data
-    if is_shared(self) or not isinstance(data, np.ndarray):
-        return self
-    buf = mmap.mmap(-1, max(data.nbytes, 1))    # anonymous mappings are MAP_SHARED on POSIX
-    shared = np.frombuffer(buf, dtype=data.dtype, count=data.size).reshape(data.shape)
-    shared[...] = data
-    self._data = shared
-    return self
-
-
-def is_shared(self: Tensor) -> bool:
-    """Whether :meth:`share_memory_` moved this tensor (or the tensor it views) to shared memory."""
-    base = self._data
-    while base is not None:
-        if isinstance(base, mmap.mmap):
-            return True
-        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
-    return False
-
-
-def requires_grad_leaf_check(self):  # pragma: no cover - kept for API symmetry
-    return self
-
-
-install({
-    "add_": _binary_inplace(E.add, "add_"),
-    "sub_": _binary_inplace(E.sub, "sub_"),
-    "subtract_": _binary_inplace(E.sub, "sub_"),
-    "mul_": _binary_inplace(E.mul, "mul_"),
-    "multiply_": _binary_inplace(E.mul, "mul_"),
-    "div_": _binary_inplace(E.div, "div_"),
-    "divide_": _binary_inplace(E.div, "div_"),
-    "true_divide_": _binary_inplace(E.div, "div_"),
-    "pow_": _binary_inplace(E.pow, "pow_"),
-    "floor_divide_": _binary_inplace(E.floor_divide, "floor_divide_"),
-    "remainder_": _binary_inplace(E.remainder, "remainder_"),
-    "fmod_": _binary_inplace(E.fmod, "fmod_"),
-    "maximum_": _binary_inplace(E.maximum, "maximum_"),
-    "minimum_": _binary_inplace(E.minimum, "minimum_"),
-    "atan2_": _binary_inplace(E.atan2, "atan2_"),
-    "lerp_": _binary_inplace(E.lerp, "lerp_"),
-    "__iadd__": _binary_inplace(E.add, "__iadd__"),
-    "__isub__": _binary_inplace(E.sub, "__isub__"),
-    "__imul__": _binary_inplace(E.mul, "__imul__"),
-    "__itruediv__": _binary_inplace(E.div, "__itruediv__"),
-    "__ifloordiv__": _binary_inplace(E.floor_divide, "__ifloordiv__"),
-    "__imod__": _binary_inplace(E.remainder, "__imod__"),
-    "__ipow__": _binary_inplace(E.pow, "__ipow__"),
-    "__iand__": _binary_inplace(E.bitwise_and, "__iand__"),
-    "__ior__": _binary_inplace(E.bitwise_or, "__ior__"),
-    "__ixor__": _binary_inplace(E.bitwise_xor, "__ixor__"),
-    "clamp_": _unary_inplace(E.clamp, "clamp_"),
-    "clip_": _unary_inplace(E.clamp, "clamp_"),
-    "neg_": _unary_inplace(E.neg, "neg_"),
-    "abs_": _unary_inplace(E.abs, "abs_"),
-    "exp_": _unary_inplace(E.exp, "exp_"),
-    "log_": _unary_inplace(E.log, "log_"),
-    "sqrt_": _unary_inplace(E.sqrt, "sqrt_"),
-    "sin_": _unary_inplace(E.sin, "sin_"),
-    "cos_": _unary_inplace(E.cos, "cos_"),
-    "tanh_": _unary_inplace(E.tanh, "tanh_"),
-    "sigmoid_": _unary_inplace(E.sigmoid, "sigmoid_"),
-    "relu_": _unary_inplace(E.relu, "relu_"),
-    "floor_": _unary_inplace(E.floor, "floor_"),
-    "ceil_": _unary_inplace(E.ceil, "ceil_"),
-    "round_": _unary_inplace(E.round, "round_"),
-    "trunc_": _unary_inplace(E.trunc, "trunc_"),
-    "sign_": _unary_inplace(E.sign, "sign_"),
-    "reciprocal_": _unary_inplace(E.reciprocal, "reciprocal_"),
-    "square_": _unary_inplace(E.square, "square_"),
-    "zero_": zero_, "fill_": fill_, "copy_": copy_,
-    "share_memory_": share_memory_, "is_shared": is_shared,
-})

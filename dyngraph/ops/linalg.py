@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._core.state import STATE, concrete
+from ..surface import elementwise as _sew  # (moves to the surface with this family's functions)
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import reduction as _red
@@ -1033,9 +1034,9 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
         rtol = float(np.finfo(A._data.dtype).eps) * max(m, n) if not atol else 0.0
     cut = _red.amax(s, -1, keepdim=True) * rtol if s._data.size else s
     if atol:
-        cut = _ew.clamp(cut, min=float(atol))
+        cut = _sew.clamp(cut, min=float(atol))
     keep = s > cut
-    s_inv = _ew.where(keep, 1.0 / _ew.where(keep, s, 1.0), 0.0)
+    s_inv = _sew.where(keep, 1.0 / _sew.where(keep, s, 1.0), 0.0)
     return (vh.mT * s_inv.unsqueeze(-2)) @ u.mT
 
 
@@ -1102,7 +1103,7 @@ def slogdet(input):
 def logdet(input):
     """``log(det(input))``: NaN for a negative determinant, -inf for a singular matrix."""
     sign, logabs = slogdet(input)
-    return _ew.where(sign < 0, float("nan"), logabs)
+    return _sew.where(sign < 0, float("nan"), logabs)
 
 
 _SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])

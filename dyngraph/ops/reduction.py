@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import return_types as _rt
 from .._core.state import STATE
+from ..surface import elementwise as _sew  # (moves to the surface with this family's functions)
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import shape as _shape
@@ -563,12 +564,12 @@ def max(input, dim=None, keepdim: bool = False, *, other=None):
     values=tensor([5., 3.]),
     indices=tensor([1, 0]))
     """
-    return _maxmin("max", amax_p, max_dim_p, _ew.maximum, _rt.max, input, dim, keepdim, other)
+    return _maxmin("max", amax_p, max_dim_p, _sew.maximum, _rt.max, input, dim, keepdim, other)
 
 
 def min(input, dim=None, keepdim: bool = False, *, other=None):
     """``min(x)``, ``min(x, dim)`` -> ``(values, indices)``, or elementwise ``min(x, y)``."""
-    return _maxmin("min", amin_p, min_dim_p, _ew.minimum, _rt.min, input, dim, keepdim, other)
+    return _maxmin("min", amin_p, min_dim_p, _sew.minimum, _rt.min, input, dim, keepdim, other)
 
 
 def _argmaxmin(prim, input, dim, keepdim, op):
@@ -1089,7 +1090,7 @@ def renorm(input, p: float, dim: int, maxnorm: float):
     d = _wrap_dim(dim, input._data.ndim, "renorm")
     others = tuple(i for i in range(input._data.ndim) if i != d)
     nrm = vector_norm(input, p, others, keepdim=True)
-    factor = _ew.where(nrm > maxnorm, maxnorm / (nrm + 1e-7), 1.0)
+    factor = _sew.where(nrm > maxnorm, maxnorm / (nrm + 1e-7), 1.0)
     return input * factor
 
 
@@ -1211,8 +1212,8 @@ def logcumsumexp(input, dim: int):
     if x.ndim == 0:
         return x.clone()
     m = amax(x.detach(), dim, keepdim=True)
-    m = _ew.where(_ew.isfinite(m), m, 0.0)
-    return _ew.log(cumsum(_ew.exp(x - m), dim)) + m
+    m = _sew.where(_sew.isfinite(m), m, 0.0)
+    return _sew.log(cumsum(_sew.exp(x - m), dim)) + m
 
 
 def corrcoef(input):
@@ -1221,9 +1222,9 @@ def corrcoef(input):
     c = cov(input)
     if c.ndim == 0:
         return c / c
-    d = _ew.sqrt(c.diagonal())
+    d = _sew.sqrt(c.diagonal())
     c = c / d.unsqueeze(1) / d.unsqueeze(0)
-    return _ew.clamp(c, -1.0, 1.0)
+    return _sew.clamp(c, -1.0, 1.0)
 
 
 def sum_to_size(input, *size):

@@ -125,7 +125,7 @@ OPS = [
            grad=False),
     # to_device: the dispatch primitive behind .to(device); cpu -> cpu here (no GPU needed)
     OpInfo("to_device", lambda m, x: (x.to("cpu") if m.__name__ == "torch" else
-                                      m.ops.elementwise.to_device(x, "cpu")) * 2.0, U),
+                                      m.surface.elementwise.to_device(x, "cpu")) * 2.0, U),
     OpInfo("where", lambda m, c, x, y: m.where(c, x, y),
            lambda rng, dt: [Sample((rng.random((3, 4)) > 0.5, randn(rng, (3, 4), dt), randn(rng, (4,), dt))),
                             Sample((rng.random((3, 1)) > 0.5, randn(rng, (1, 4), dt), randn(rng, (), dt)), desc="bcast")],

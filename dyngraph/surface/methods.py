@@ -1,0 +1,116 @@
+"""The one table of Tensor methods: every operation method and operator of :class:`Tensor`.
+
+Each family of :mod:`dyngraph.surface` defines its functions; this module lists which of
+them are Tensor methods (``x.exp()``, ``x.sum(dim)``, ``a + b``) and attaches them all at
+once, at import (``dyngraph.surface`` imports it after every family).  A name listed twice
+keeps its last entry, as the order of the sections below says.
+"""
+
+from __future__ import annotations
+
+from ..ops._util import install
+from . import elementwise as _ew
+from . import inplace as _ip
+
+METHODS: dict = {}
+
+# -- elementwise: operators, math, comparisons, logic --------------------------------------
+METHODS.update({
+    "__add__": _ew._add, "__radd__": _ew._radd, "__sub__": _ew._sub, "__rsub__": _ew._rsub,
+    "__mul__": _ew._mul, "__rmul__": _ew._rmul, "__truediv__": _ew._div, "__rtruediv__": _ew._rdiv,
+    "__floordiv__": _ew._fdiv, "__rfloordiv__": _ew._rfdiv, "__mod__": _ew._mod, "__rmod__": _ew._rmod,
+    "__pow__": _ew._pow, "__rpow__": _ew._rpow, "__and__": _ew._and, "__rand__": _ew._rand, "__or__": _ew._or,
+    "__ror__": _ew._ror, "__xor__": _ew._xor, "__rxor__": _ew._rxor, "__neg__": _ew._neg, "__abs__": _ew._abs,
+    "__invert__": _ew._invert, "__pos__": _ew._pos, "__contains__": _ew._contains, "__lshift__": _ew._lshift, "__rlshift__": _ew._rlshift,
+    "__rshift__": _ew._rshift, "__rrshift__": _ew._rrshift,
+    "bitwise_left_shift": _ew.bitwise_left_shift, "bitwise_right_shift": _ew.bitwise_right_shift,
+    "gcd": _ew.gcd, "lcm": _ew.lcm,
+    "__eq__": _ew._cmp(_ew.eq_p), "__ne__": _ew._cmp(_ew.ne_p), "__lt__": _ew._cmp(_ew.lt_p), "__le__": _ew._cmp(_ew.le_p),
+    "__gt__": _ew._cmp(_ew.gt_p), "__ge__": _ew._cmp(_ew.ge_p),
+    "add": _ew.add, "sub": _ew.sub, "subtract": _ew.sub, "mul": _ew.mul, "multiply": _ew.mul, "div": _ew.div,
+    "divide": _ew.div, "true_divide": _ew.div, "neg": _ew.neg, "negative": _ew.neg, "pow": _ew.pow, "abs": _ew.abs,
+    "absolute": _ew.abs, "sign": _ew.sign, "sgn": _ew.sign, "reciprocal": _ew.reciprocal, "exp": _ew.exp,
+    "exp2": _ew.exp2, "expm1": _ew.expm1, "log": _ew.log, "log1p": _ew.log1p, "log2": _ew.log2, "log10": _ew.log10,
+    "sqrt": _ew.sqrt, "rsqrt": _ew.rsqrt, "square": _ew.square, "sin": _ew.sin, "cos": _ew.cos, "tan": _ew.tan,
+    "asin": _ew.asin, "acos": _ew.acos, "atan": _ew.atan, "arcsin": _ew.asin, "arccos": _ew.acos, "arctan": _ew.atan,
+    "atan2": _ew.atan2, "arctan2": _ew.atan2, "sinh": _ew.sinh, "cosh": _ew.cosh, "tanh": _ew.tanh,
+    "sigmoid": _ew.sigmoid, "relu": _ew.relu, "erf": _ew.erf, "erfc": _ew.erfc, "floor": _ew.floor, "ceil": _ew.ceil,
+    "round": _ew.round, "trunc": _ew.trunc, "fix": _ew.trunc, "frac": _ew.frac, "clamp": _ew.clamp, "clip": _ew.clamp,
+    "maximum": _ew.maximum, "minimum": _ew.minimum, "fmax": _ew.fmax, "fmin": _ew.fmin, "where":
+    lambda self, condition, other: _ew.where(condition, self, other), "floor_divide": _ew.floor_divide,
+    "remainder": _ew.remainder, "fmod": _ew.fmod, "eq": _ew.eq, "ne": _ew.ne, "lt": _ew.lt, "le": _ew.le, "gt": _ew.gt,
+    "ge": _ew.ge, "greater": _ew.gt, "less": _ew.lt, "greater_equal": _ew.ge, "less_equal": _ew.le,
+    "not_equal": _ew.ne, "equal": _ew.equal, "logical_and": _ew.logical_and, "logical_or": _ew.logical_or,
+    "logical_xor": _ew.logical_xor, "logical_not": _ew.logical_not, "bitwise_and": _ew.bitwise_and,
+    "bitwise_or": _ew.bitwise_or, "bitwise_xor": _ew.bitwise_xor, "bitwise_not": _ew.bitwise_not,
+    "isnan": _ew.isnan, "isinf": _ew.isinf, "isfinite": _ew.isfinite, "signbit": _ew.signbit,
+    "isclose": _ew.isclose, "allclose": _ew.allclose, "lerp": _ew.lerp, "hypot": _ew.hypot, "xlogy": _ew.xlogy,
+    "nan_to_num": _ew.nan_to_num, "logaddexp": _ew.logaddexp, "sinc": _ew.sinc, "deg2rad": _ew.deg2rad,
+    "rad2deg": _ew.rad2deg,
+})
+METHODS.update({name + "_": _ew._inplace_of(name) for name in _ew._INPLACE_FORMS})
+METHODS.update({"heaviside": _ew.heaviside, "asinh": _ew.asinh, "acosh": _ew.acosh, "atanh": _ew.atanh, "arcsinh": _ew.asinh,
+                "arccosh": _ew.acosh, "arctanh": _ew.atanh, "erfinv": _ew.erfinv, "copysign": _ew.copysign,
+                "float_power": _ew.float_power, "logaddexp2": _ew.logaddexp2, "lgamma": _ew.lgamma,
+                "digamma": _ew.digamma, "polygamma": lambda self, n: _ew.polygamma(n, self),
+                "isposinf": _ew.isposinf, "isneginf": _ew.isneginf})
+METHODS.update({"logit": _ew.logit, "addcmul": _ew.addcmul, "addcdiv": _ew.addcdiv, "clamp_min": _ew.clamp_min,
+                "clamp_max": _ew.clamp_max, "addcmul_": _ew._inplace(_ew.addcmul, "addcmul_"),
+                "addcdiv_": _ew._inplace(_ew.addcdiv, "addcdiv_"), "clamp_min_": _ew._inplace(_ew.clamp_min, "clamp_min_"),
+                "clamp_max_": _ew._inplace(_ew.clamp_max, "clamp_max_")})
+
+
+# -- in-place methods and operators (x.add_(y), x += y, zero_, copy_) ------------------
+METHODS.update({
+    "add_": _ip._binary_inplace(_ew.add, "add_"),
+    "sub_": _ip._binary_inplace(_ew.sub, "sub_"),
+    "subtract_": _ip._binary_inplace(_ew.sub, "sub_"),
+    "mul_": _ip._binary_inplace(_ew.mul, "mul_"),
+    "multiply_": _ip._binary_inplace(_ew.mul, "mul_"),
+    "div_": _ip._binary_inplace(_ew.div, "div_"),
+    "divide_": _ip._binary_inplace(_ew.div, "div_"),
+    "true_divide_": _ip._binary_inplace(_ew.div, "div_"),
+    "pow_": _ip._binary_inplace(_ew.pow, "pow_"),
+    "floor_divide_": _ip._binary_inplace(_ew.floor_divide, "floor_divide_"),
+    "remainder_": _ip._binary_inplace(_ew.remainder, "remainder_"),
+    "fmod_": _ip._binary_inplace(_ew.fmod, "fmod_"),
+    "maximum_": _ip._binary_inplace(_ew.maximum, "maximum_"),
+    "minimum_": _ip._binary_inplace(_ew.minimum, "minimum_"),
+    "atan2_": _ip._binary_inplace(_ew.atan2, "atan2_"),
+    "lerp_": _ip._binary_inplace(_ew.lerp, "lerp_"),
+    "__iadd__": _ip._binary_inplace(_ew.add, "__iadd__"),
+    "__isub__": _ip._binary_inplace(_ew.sub, "__isub__"),
+    "__imul__": _ip._binary_inplace(_ew.mul, "__imul__"),
+    "__itruediv__": _ip._binary_inplace(_ew.div, "__itruediv__"),
+    "__ifloordiv__": _ip._binary_inplace(_ew.floor_divide, "__ifloordiv__"),
+    "__imod__": _ip._binary_inplace(_ew.remainder, "__imod__"),
+    "__ipow__": _ip._binary_inplace(_ew.pow, "__ipow__"),
+    "__iand__": _ip._binary_inplace(_ew.bitwise_and, "__iand__"),
+    "__ior__": _ip._binary_inplace(_ew.bitwise_or, "__ior__"),
+    "__ixor__": _ip._binary_inplace(_ew.bitwise_xor, "__ixor__"),
+    "clamp_": _ip._unary_inplace(_ew.clamp, "clamp_"),
+    "clip_": _ip._unary_inplace(_ew.clamp, "clamp_"),
+    "neg_": _ip._unary_inplace(_ew.neg, "neg_"),
+    "abs_": _ip._unary_inplace(_ew.abs, "abs_"),
+    "exp_": _ip._unary_inplace(_ew.exp, "exp_"),
+    "log_": _ip._unary_inplace(_ew.log, "log_"),
+    "sqrt_": _ip._unary_inplace(_ew.sqrt, "sqrt_"),
+    "sin_": _ip._unary_inplace(_ew.sin, "sin_"),
+    "cos_": _ip._unary_inplace(_ew.cos, "cos_"),
+    "tanh_": _ip._unary_inplace(_ew.tanh, "tanh_"),
+    "sigmoid_": _ip._unary_inplace(_ew.sigmoid, "sigmoid_"),
+    "relu_": _ip._unary_inplace(_ew.relu, "relu_"),
+    "floor_": _ip._unary_inplace(_ew.floor, "floor_"),
+    "ceil_": _ip._unary_inplace(_ew.ceil, "ceil_"),
+    "round_": _ip._unary_inplace(_ew.round, "round_"),
+    "trunc_": _ip._unary_inplace(_ew.trunc, "trunc_"),
+    "sign_": _ip._unary_inplace(_ew.sign, "sign_"),
+    "reciprocal_": _ip._unary_inplace(_ew.reciprocal, "reciprocal_"),
+    "square_": _ip._unary_inplace(_ew.square, "square_"),
+    "zero_": _ip.zero_, "fill_": _ip.fill_, "copy_": _ip.copy_,
+    "share_memory_": _ip.share_memory_, "is_shared": _ip.is_shared,
+})
+
+
+# -- attach -------------------------------------------------------------------------------
+install(METHODS)
