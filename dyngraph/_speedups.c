@@ -25,6 +25,7 @@ static PyObject *OpError = NULL;        /* registry._op_error */
 static PyObject *MetaType = NULL;       /* autograd.graph.Meta */
 static PyObject *AsArray = NULL;        /* registry._as_array */
 static PyObject *Finish = NULL;         /* registry._finish: the tail of bind after the forward */
+static PyObject *MarkView = NULL;       /* registry._mark_view: views the fast checks cannot decide */
 static PyObject *ZERO = NULL, *ONE = NULL;
 
 /* every slot of Tensor and Node (read from __slots__ at set-up): new objects start with
@@ -38,11 +39,12 @@ static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
-    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for;
+    p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
+    p_vjp_argnum;
 static PyTypeObject *PrimitiveType = NULL;
 
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
-    *s_out_vc, *s_same, *s_float, *s_f;
+    *s_out_vc, *s_same, *s_float, *s_f, *s_base, *s_out_meta;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 /* truthiness with a fast path for the bools the Python code normally stores */
@@ -106,9 +108,9 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
 }
 
 static PyObject *setup(PyObject *self, PyObject *args) {
-    PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray, *finish;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
-                          &meta, &asarray, &finish))
+    PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray, *finish, *markview;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
+                          &meta, &asarray, &finish, &markview))
         return NULL;
     if (all_slots(tensor, tensor_slots, &n_tensor_slots) < 0) return NULL;
     if (all_slots(node, node_slots, &n_node_slots) < 0) return NULL;
@@ -124,11 +126,11 @@ static PyObject *setup(PyObject *self, PyObject *args) {
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
-                        "vjp_rules", "save_for"};
+                        "vjp_rules", "save_for", "vjp_argnum"};
     Py_ssize_t *po[] = {&p_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
                         &p_is_view, &p_differentiable, &p_nondiff, &p_save_inputs,
-                        &p_save_output, &p_meta, &p_vjp_rules, &p_save_for};
-    for (int i = 0; i < 13; i++)
+                        &p_save_output, &p_meta, &p_vjp_rules, &p_save_for, &p_vjp_argnum};
+    for (int i = 0; i < 14; i++)
         if (slot_offset(prim, pn[i], po[i]) < 0) return NULL;
     Py_XSETREF(PrimitiveType, (PyTypeObject *)Py_NewRef(prim));
     Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
@@ -140,6 +142,7 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_XSETREF(MetaType, Py_NewRef(meta));
     Py_XSETREF(AsArray, Py_NewRef(asarray));
     Py_XSETREF(Finish, Py_NewRef(finish));
+    Py_XSETREF(MarkView, Py_NewRef(markview));
     Py_RETURN_NONE;
 }
 
@@ -199,6 +202,214 @@ static PyObject *make_meta_list(PyObject *args, Py_ssize_t n) {
     return lst;
 }
 
+/* at most this many inputs take the C path (cat/stack of more go through Python) */
+#define BIND_MAX_ARGS 64
+
+/* registry._mark_view: output tensor t of a view primitive shares the version counter of
+   input `base` (a Tensor) when its array is a view of base's.  Decided here without
+   np.may_share_memory for the usual cases (the same logic as the Python reference), and by
+   the Python function for the rest. */
+static int mark_view(PyObject *t, PyObject *base) {
+    if (!PyObject_TypeCheck(base, TensorType)) return 0;
+    PyObject *d = SLOT(t, t_data), *bd = SLOT(base, t_data);
+    int share;
+    if (d == bd) {
+        share = 1;
+    } else {
+        PyObject *ob = PyObject_GetAttr(d, s_base);
+        if (ob == NULL) return -1;
+        if (ob == Py_None && Py_TYPE(d) == ArrayType) {
+            share = 0; /* a fresh array that owns its memory */
+        } else if (ob == bd) {
+            share = 1;
+        } else {
+            PyObject *bb = PyObject_GetAttr(bd, s_base);
+            if (bb == NULL) {
+                Py_DECREF(ob);
+                return -1;
+            }
+            share = (bb != Py_None && bb == ob) ? 1 : -1;
+            Py_DECREF(bb);
+        }
+        Py_DECREF(ob);
+    }
+    if (share < 0) {
+        PyObject *r = PyObject_CallFunctionObjArgs(MarkView, t, base, NULL);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    if (share) {
+        PyObject *root = SLOT(base, t_base) != Py_None ? SLOT(base, t_base) : base;
+        if (SLOT(root, t_vc) == Py_None) {
+            PyObject *cell = PyList_New(1);
+            if (cell == NULL) return -1;
+            PyList_SET_ITEM(cell, 0, Py_NewRef(ZERO));
+            set_slot(root, t_vc, cell);
+            Py_DECREF(cell);
+        }
+        set_slot(t, t_base, root);
+        set_slot(t, t_vc, SLOT(root, t_vc));
+    }
+    return 0;
+}
+
+/* the graph node of one call (registry.record up to in_meta): edges, params, saved inputs
+   and their versions; new reference */
+static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyObject **datas,
+                           Py_ssize_t n) {
+    PyObject *node = alloc_none(NodeType, node_slots, n_node_slots);
+    PyObject *edges = PyList_New(n);
+    if (node == NULL || edges == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        PyObject *e;
+        if (PyObject_TypeCheck(a, TensorType) && TRUTHY(SLOT(a, t_rg))) {
+            PyObject *fn = SLOT(a, t_fn);
+            if (fn == Py_None)
+                e = PyTuple_Pack(2, a, ZERO);
+            else
+                e = PyTuple_Pack(2, fn, SLOT(a, t_nr));
+            if (e == NULL) goto fail;
+        } else {
+            e = Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(edges, i, e);
+    }
+    PyObject *nondiff = SLOT(prim, p_nondiff);
+    if (PyTuple_Check(nondiff)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(nondiff); k++) {
+            Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(nondiff, k));
+            if (idx >= 0 && idx < n) PyList_SetItem(edges, idx, Py_NewRef(Py_None));
+        }
+    }
+    set_slot(node, n_prim, prim);
+    set_slot(node, n_params, params);
+    set_slot(node, n_edges, edges);
+    Py_CLEAR(edges);
+    set_slot(node, n_n_out, ONE);
+    if (PyObject_IsTrue(SLOT(prim, p_save_inputs))) {
+        /* save_for: keep only the inputs that the rules of the differentiable inputs read */
+        char keep[BIND_MAX_ARGS];
+        PyObject *save_for = SLOT(prim, p_save_for);
+        PyObject *edl = SLOT(node, n_edges);
+        for (Py_ssize_t i = 0; i < n; i++) keep[i] = save_for == Py_None;
+        if (save_for != Py_None) {
+            for (Py_ssize_t i = 0; i < n && i < PyTuple_GET_SIZE(save_for); i++) {
+                if (PyList_GET_ITEM(edl, i) == Py_None) continue;
+                PyObject *need_i = PyTuple_GET_ITEM(save_for, i);
+                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(need_i); k++) {
+                    Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(need_i, k));
+                    if (j >= 0 && j < n) keep[j] = 1;
+                }
+            }
+        }
+        int keep_all = 1;
+        for (Py_ssize_t i = 0; i < n; i++) keep_all &= keep[i];
+        PyObject *saved_args = args;
+        if (!keep_all) {
+            saved_args = PyTuple_New(n);
+            if (saved_args == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < n; i++)
+                PyTuple_SET_ITEM(saved_args, i, Py_NewRef(keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None));
+        } else {
+            Py_INCREF(saved_args);
+        }
+        PyObject *dl = PyList_New(n), *vl = PyList_New(n);
+        if (dl == NULL || vl == NULL) {
+            Py_XDECREF(dl);
+            Py_XDECREF(vl);
+            Py_DECREF(saved_args);
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(saved_args, i);
+            PyList_SET_ITEM(dl, i, Py_NewRef(keep[i] ? datas[i] : Py_None));
+            PyObject *v;
+            if (PyObject_TypeCheck(a, TensorType)) {
+                PyObject *vc = SLOT(a, t_vc);
+                v = vc == Py_None ? Py_NewRef(ZERO) : PySequence_GetItem(vc, 0);
+                if (v == NULL) {
+                    Py_DECREF(dl);
+                    Py_DECREF(vl);
+                    Py_DECREF(saved_args);
+                    goto fail;
+                }
+            } else {
+                v = Py_NewRef(Py_None);
+            }
+            PyList_SET_ITEM(vl, i, v);
+        }
+        set_slot(node, n_saved, saved_args);
+        Py_DECREF(saved_args);
+        set_slot(node, n_saved_data, dl);
+        set_slot(node, n_saved_versions, vl);
+        Py_DECREF(dl);
+        Py_DECREF(vl);
+    } else {
+        set_slot(node, n_saved, Py_None);
+        set_slot(node, n_saved_data, Py_None);
+        set_slot(node, n_saved_versions, Py_None);
+    }
+    return node;
+fail:
+    Py_XDECREF(node);
+    Py_XDECREF(edges);
+    return NULL;
+}
+
+/* the outputs of a multi-output call (a tuple of ndarrays), as registry.record / _finish
+   wrap them; node is NULL when no graph is recorded */
+static PyObject *wrap_outputs(PyObject *node, PyObject *outs, int save_output) {
+    Py_ssize_t k = PyTuple_GET_SIZE(outs);
+    PyObject *res = PyTuple_New(k);
+    if (res == NULL) return NULL;
+    PyObject *meta = NULL;
+    if (node != NULL) {
+        meta = PyTuple_New(k);
+        if (meta == NULL) goto fail;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PyTuple_GET_ITEM(outs, i);
+        int floating = 0;
+        if (node != NULL) {
+            PyObject *dt = PyObject_GetAttr(o, s_dtype);
+            PyObject *sh = dt ? shape_of(o) : NULL;
+            PyObject *pair = sh ? PyTuple_Pack(2, sh, dt) : NULL;
+            floating = dt ? dtype_kind(dt) == 'f' : 0;
+            Py_XDECREF(dt);
+            Py_XDECREF(sh);
+            if (pair == NULL) goto fail;
+            PyTuple_SET_ITEM(meta, i, pair);
+        }
+        PyObject *t = alloc_none(TensorType, tensor_slots, n_tensor_slots);
+        if (t == NULL) goto fail;
+        PyTuple_SET_ITEM(res, i, t);
+        set_slot(t, t_data, o);
+        set_slot(t, t_rg, floating ? Py_True : Py_False);
+        if (floating) set_slot(t, t_fn, node);
+        /* output numbers as registry.record gives them; _finish wraps plain outputs as 0 */
+        PyObject *nr = PyLong_FromSsize_t(node != NULL ? i : 0);
+        if (nr == NULL) goto fail;
+        set_slot(t, t_nr, nr);
+        Py_DECREF(nr);
+    }
+    if (node != NULL) {
+        PyObject *nk = PyLong_FromSsize_t(k);
+        if (nk == NULL) goto fail;
+        set_slot(node, n_n_out, nk);
+        Py_DECREF(nk);
+        if (PyObject_SetAttr(node, s_out_meta, meta) < 0) goto fail;
+        if (save_output) set_slot(node, n_out, outs);
+    }
+    Py_XDECREF(meta);
+    return res;
+fail:
+    Py_XDECREF(meta);
+    Py_DECREF(res);
+    return NULL;
+}
+
 static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
     if (nfargs < 2 || nfargs > 3) {
         PyErr_SetString(PyExc_TypeError, "bind(prim, args, params={})");
@@ -248,15 +459,15 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     int anomaly = PyObject_IsTrue(anom);
     Py_DECREF(anom);
     if (anomaly) SLOW();
-    if (SLOT(prim, p_n_outputs) != ONE &&
-        PyLong_AsLong(SLOT(prim, p_n_outputs)) != 1)
-        SLOW();
-    if (PyObject_IsTrue(SLOT(prim, p_is_view))) SLOW();
+    int single = SLOT(prim, p_n_outputs) == ONE || PyLong_AsLong(SLOT(prim, p_n_outputs)) == 1;
+    int is_view = TRUTHY(SLOT(prim, p_is_view));
+    /* registry.record marks views and fits broadcast gradients for one output only */
+    if (!single && (is_view || TRUTHY(SLOT(prim, p_broadcasts)))) SLOW();
 
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (n > 8) SLOW();
-    PyObject *datas[8];
-    int need = 0;
+    if (n > BIND_MAX_ARGS) SLOW();
+    PyObject *datas[BIND_MAX_ARGS];
+    int need = 0, has_none = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
         if (PyObject_TypeCheck(a, TensorType)) {
@@ -266,6 +477,9 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             if (TRUTHY(SLOT(a, t_rg))) need = 1;
         } else if (PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
             datas[i] = a;
+        } else if (a == Py_None) {   /* an optional input left out (nll_loss's weight) */
+            datas[i] = a;
+            has_none = 1;
         } else {
             SLOW();
         }
@@ -273,12 +487,17 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     /* dtype promotion: handled here only when it is a no-op */
     PyObject *promote = SLOT(prim, p_promote);
     if (promote != Py_None) {
+        if (has_none) SLOW();
         if (SLOT(prim, p_promote_from) != ZERO &&
             PyLong_AsLong(SLOT(prim, p_promote_from)) != 0)
             SLOW();
         PyObject *dt0 = NULL;
+        int float_scalar = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (Py_TYPE(datas[i]) != ArrayType) continue;
+            if (Py_TYPE(datas[i]) != ArrayType) {
+                float_scalar |= PyFloat_CheckExact(datas[i]);
+                continue;
+            }
             PyObject *dt = PyObject_GetAttr(datas[i], s_dtype);
             if (dt == NULL) {
                 Py_XDECREF(dt0);
@@ -298,8 +517,13 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         if (dt0 == NULL) SLOW();
         char kind = dtype_kind(dt0);
         Py_DECREF(dt0);
-        /* scalars are weak: fine next to floating arrays; integer/bool arrays go the slow way */
-        if (kind != 'f') SLOW();
+        /* scalars are weak: any next to floating arrays; Python ints next to integer arrays
+           under "same" promotion (``i + 64`` on an index tensor); the rest goes the slow way */
+        if (kind != 'f') {
+            int same = promote == s_same || (PyUnicode_Check(promote) &&
+                                             PyUnicode_Compare(promote, s_same) == 0);
+            if (!((kind == 'i' || kind == 'u') && same && !float_scalar)) SLOW();
+        }
     }
     /* forward */
     PyObject *argtuple = PyTuple_New(n);
@@ -328,7 +552,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         Py_XDECREF(empty_params);
         return NULL;
     }
-    if (Py_TYPE(out) != ArrayType) {
+    if (single && Py_TYPE(out) != ArrayType) {
         /* a NumPy scalar from a 0-d result: make it a 0-d array, as the Python path does */
         PyObject *arr = PyObject_CallOneArg(AsArray, out);
         Py_DECREF(out);
@@ -338,6 +562,12 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         }
         out = arr;
         if (Py_TYPE(out) != ArrayType) FINISH();
+    }
+    if (!single) {
+        /* several outputs: a tuple of ndarrays here, anything else in the Python tail */
+        if (!PyTuple_CheckExact(out)) FINISH();
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(out); i++)
+            if (Py_TYPE(PyTuple_GET_ITEM(out, i)) != ArrayType) FINISH();
     }
     int track = 0;
     if (need && TRUTHY(SLOT(prim, p_differentiable))) {
@@ -350,113 +580,26 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         Py_DECREF(ge);
     }
     if (!track) {
-        PyObject *t = new_tensor(out, 0, NULL);
+        PyObject *t = single ? new_tensor(out, 0, NULL) : wrap_outputs(NULL, out, 0);
+        if (t != NULL && single && is_view && mark_view(t, PyTuple_GET_ITEM(args, 0)) < 0)
+            Py_CLEAR(t);
         Py_DECREF(out);
         Py_XDECREF(empty_params);
         return t;
     }
     /* ---- record the node ---- */
-    PyObject *outdt = PyObject_GetAttr(out, s_dtype);
-    if (outdt == NULL) {
-        Py_DECREF(out);
-        return NULL;
+    if (single) {
+        PyObject *outdt = PyObject_GetAttr(out, s_dtype);
+        if (outdt == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        char okind = dtype_kind(outdt);
+        Py_DECREF(outdt);
+        if (okind != 'f') FINISH(); /* an integer output: no node, as the Python tail decides */
     }
-    char okind = dtype_kind(outdt);
-    Py_DECREF(outdt);
-    if (okind != 'f') FINISH(); /* an integer output: no node, as the Python tail decides */
-    PyObject *node = alloc_none(NodeType, node_slots, n_node_slots);
-    PyObject *edges = PyList_New(n);
-    if (node == NULL || edges == NULL) goto fail_node;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *a = PyTuple_GET_ITEM(args, i);
-        PyObject *e;
-        if (PyObject_TypeCheck(a, TensorType) && TRUTHY(SLOT(a, t_rg))) {
-            PyObject *fn = SLOT(a, t_fn);
-            if (fn == Py_None)
-                e = PyTuple_Pack(2, a, ZERO);
-            else
-                e = PyTuple_Pack(2, fn, SLOT(a, t_nr));
-            if (e == NULL) goto fail_node;
-        } else {
-            e = Py_NewRef(Py_None);
-        }
-        PyList_SET_ITEM(edges, i, e);
-    }
-    PyObject *nondiff = SLOT(prim, p_nondiff);
-    if (PyTuple_Check(nondiff)) {
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(nondiff); k++) {
-            Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(nondiff, k));
-            if (idx >= 0 && idx < n) PyList_SetItem(edges, idx, Py_NewRef(Py_None));
-        }
-    }
-    set_slot(node, n_prim, prim);
-    set_slot(node, n_params, params);
-    set_slot(node, n_edges, edges);
-    Py_CLEAR(edges);
-    set_slot(node, n_n_out, ONE);
-    if (PyObject_IsTrue(SLOT(prim, p_save_inputs))) {
-        /* save_for: keep only the inputs that the rules of the differentiable inputs read */
-        int keep[8];
-        PyObject *save_for = SLOT(prim, p_save_for);
-        PyObject *edl = SLOT(node, n_edges);
-        for (Py_ssize_t i = 0; i < n; i++) keep[i] = save_for == Py_None;
-        if (save_for != Py_None) {
-            for (Py_ssize_t i = 0; i < n && i < PyTuple_GET_SIZE(save_for); i++) {
-                if (PyList_GET_ITEM(edl, i) == Py_None) continue;
-                PyObject *need_i = PyTuple_GET_ITEM(save_for, i);
-                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(need_i); k++) {
-                    Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(need_i, k));
-                    if (j >= 0 && j < n) keep[j] = 1;
-                }
-            }
-        }
-        int keep_all = 1;
-        for (Py_ssize_t i = 0; i < n; i++) keep_all &= keep[i];
-        PyObject *saved_args = args;
-        if (!keep_all) {
-            saved_args = PyTuple_New(n);
-            if (saved_args == NULL) goto fail_node;
-            for (Py_ssize_t i = 0; i < n; i++)
-                PyTuple_SET_ITEM(saved_args, i, Py_NewRef(keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None));
-        } else {
-            Py_INCREF(saved_args);
-        }
-        PyObject *dl = PyList_New(n), *vl = PyList_New(n);
-        if (dl == NULL || vl == NULL) {
-            Py_XDECREF(dl);
-            Py_XDECREF(vl);
-            Py_DECREF(saved_args);
-            goto fail_node;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *a = PyTuple_GET_ITEM(saved_args, i);
-            PyList_SET_ITEM(dl, i, Py_NewRef(keep[i] ? datas[i] : Py_None));
-            PyObject *v;
-            if (PyObject_TypeCheck(a, TensorType)) {
-                PyObject *vc = SLOT(a, t_vc);
-                v = vc == Py_None ? Py_NewRef(ZERO) : PySequence_GetItem(vc, 0);
-                if (v == NULL) {
-                    Py_DECREF(dl);
-                    Py_DECREF(vl);
-                    Py_DECREF(saved_args);
-                    goto fail_node;
-                }
-            } else {
-                v = Py_NewRef(Py_None);
-            }
-            PyList_SET_ITEM(vl, i, v);
-        }
-        set_slot(node, n_saved, saved_args);
-        Py_DECREF(saved_args);
-        set_slot(node, n_saved_data, dl);
-        set_slot(node, n_saved_versions, vl);
-        Py_DECREF(dl);
-        Py_DECREF(vl);
-    } else {
-        set_slot(node, n_saved, Py_None);
-        set_slot(node, n_saved_data, Py_None);
-        set_slot(node, n_saved_versions, Py_None);
-    }
+    PyObject *node = make_node(prim, args, params, datas, n);
+    if (node == NULL) goto fail_node;
     int want_meta = PyObject_IsTrue(SLOT(prim, p_meta));
     if (!want_meta && TRUTHY(SLOT(prim, p_broadcasts))) {
         /* gradients need fitting only where an input's shape or dtype differs from the
@@ -491,20 +634,31 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         set_slot(node, n_in_meta, ml);
         Py_DECREF(ml);
     }
-    PyObject *t = new_tensor(out, 1, node);
-    if (t == NULL) goto fail_node;
-    if (PyObject_IsTrue(SLOT(prim, p_save_output))) {
-        set_slot(node, n_out, out);
-        PyObject *cell = PyList_New(1);
-        if (cell == NULL) {
-            Py_DECREF(t);
-            goto fail_node;
+    int save_output = PyObject_IsTrue(SLOT(prim, p_save_output));
+    PyObject *t;
+    if (!single) {
+        t = wrap_outputs(node, out, save_output);
+        if (t == NULL) goto fail_node;
+    } else {
+        t = new_tensor(out, 1, node);
+        if (t == NULL) goto fail_node;
+        if (save_output) {
+            set_slot(node, n_out, out);
+            PyObject *cell = PyList_New(1);
+            if (cell == NULL) {
+                Py_DECREF(t);
+                goto fail_node;
+            }
+            PyList_SET_ITEM(cell, 0, Py_NewRef(ZERO));
+            set_slot(t, t_vc, cell);
+            int r = PyObject_SetAttr(node, s_out_vc, cell);
+            Py_DECREF(cell);
+            if (r < 0) {
+                Py_DECREF(t);
+                goto fail_node;
+            }
         }
-        PyList_SET_ITEM(cell, 0, Py_NewRef(ZERO));
-        set_slot(t, t_vc, cell);
-        int r = PyObject_SetAttr(node, s_out_vc, cell);
-        Py_DECREF(cell);
-        if (r < 0) {
+        if (is_view && mark_view(t, PyTuple_GET_ITEM(args, 0)) < 0) {
             Py_DECREF(t);
             goto fail_node;
         }
@@ -515,7 +669,6 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     return t;
 fail_node:
     Py_XDECREF(node);
-    Py_XDECREF(edges);
     Py_DECREF(out);
     Py_XDECREF(empty_params);
     return NULL;
@@ -558,19 +711,22 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         PyObject *gg = g ? g : Py_None;
         int fast = PyObject_TypeCheck(v, NodeType) && g != NULL;
         PyObject *prim = NULL, *rules = NULL;
+        PyObject *argnum_rule = NULL; /* rule(argnum, g, out, *inputs) of variadic primitives (cat) */
         if (fast) {
             prim = SLOT(v, n_prim);
             fast = Py_TYPE(prim) == PrimitiveType && SLOT(v, n_n_out) == ONE;
         }
         if (fast) {
             rules = SLOT(prim, p_vjp_rules);
+            if (rules == Py_None && SLOT(prim, p_vjp_argnum) != Py_None)
+                argnum_rule = SLOT(prim, p_vjp_argnum);
             PyObject *sv = SLOT(v, n_saved);
-            fast = PyTuple_Check(rules) && sv != freed &&
+            fast = (PyTuple_Check(rules) || argnum_rule != NULL) && sv != freed &&
                    (sv == Py_None || (PyTuple_Check(sv) && PyList_Check(SLOT(v, n_saved_versions)) &&
                                       PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv))) &&
                    (PyList_Check(SLOT(v, n_edges)) || PyTuple_Check(SLOT(v, n_edges)));
         }
-        if (fast) {
+        if (fast && argnum_rule == NULL) {
             /* a missing rule is reported by the general path (registry.missing_rule) */
             PyObject *ed = SLOT(v, n_edges);
             Py_ssize_t nr = PyTuple_GET_SIZE(rules), ne_ = PySequence_Fast_GET_SIZE(ed);
@@ -657,7 +813,6 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         PyObject *params = SLOT(node, n_params);
         int has_params = PyDict_Check(params) && PyDict_GET_SIZE(params) > 0;
         Py_ssize_t ni = PySequence_Size(inputs);
-        Py_ssize_t nrules = PyTuple_GET_SIZE(rules);
         PyObject *callargs = PyTuple_New(2 + ni);
         if (callargs == NULL) goto fail_nones;
         PyTuple_SET_ITEM(callargs, 0, Py_NewRef(g));
@@ -674,9 +829,26 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
             if (e == Py_None) continue;
             PyObject *child = PyTuple_GET_ITEM(e, 0);
-            PyObject *rule = PyTuple_GET_ITEM(rules, i); /* present: checked above */
-            (void)nrules;
-            PyObject *gi = PyObject_Call(rule, callargs, has_params ? params : NULL);
+            PyObject *gi;
+            if (argnum_rule == NULL) {
+                PyObject *rule = PyTuple_GET_ITEM(rules, i); /* present: checked above */
+                gi = PyObject_Call(rule, callargs, has_params ? params : NULL);
+            } else {
+                /* Primitive.vjp: vjp_argnum(i, g, out, *inputs, **params) */
+                Py_ssize_t nc = PyTuple_GET_SIZE(callargs);
+                PyObject *ca = PyTuple_New(nc + 1);
+                PyObject *idx = ca ? PyLong_FromSsize_t(i) : NULL;
+                if (idx == NULL) {
+                    Py_XDECREF(ca);
+                    Py_DECREF(callargs);
+                    goto fail_nones;
+                }
+                PyTuple_SET_ITEM(ca, 0, idx);
+                for (Py_ssize_t k = 0; k < nc; k++)
+                    PyTuple_SET_ITEM(ca, k + 1, Py_NewRef(PyTuple_GET_ITEM(callargs, k)));
+                gi = PyObject_Call(argnum_rule, ca, has_params ? params : NULL);
+                Py_DECREF(ca);
+            }
             if (gi == NULL) {
                 Py_DECREF(callargs);
                 goto fail_nones;
@@ -870,6 +1042,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     INTERN(s_float, "float");
     INTERN(s_f, "f");
     INTERN(s_special, "special");
+    INTERN(s_base, "base");
+    INTERN(s_out_meta, "out_meta");
 #undef INTERN
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);

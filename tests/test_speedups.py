@@ -107,6 +107,13 @@ OPS = [
     lambda r, x, y, v: x + x.argmax(1, keepdim=True).float(),
     lambda r, x, y, v: x.double().float() + v.double().float(),
     lambda r, x, y, v: dg.maximum(x, y) + dg.relu(v),
+    # views (getitem, reshape, permute, expand), variadic and multi-output calls: C bind too
+    lambda r, x, y, v: x[1:].sum(0, keepdim=True) + y, lambda r, x, y, v: x.unsqueeze(0)[0] * y,
+    lambda r, x, y, v: dg.cat([x[k:k + 1] for k in range(3)]) - y,
+    lambda r, x, y, v: dg.stack([x, y, x], 0).sum(0),
+    lambda r, x, y, v: dg.cat([x[:, k:k + 1] for k in range(4)] * 3, 1)[:, 4:8] + y,
+    lambda r, x, y, v: dg.sort(x, 1)[0] + dg.topk(y, 4, 1)[0],
+    lambda r, x, y, v: x.permute(1, 0).reshape(4, 3).t() + v.expand(3, 4),
 ]
 
 out = []
@@ -183,3 +190,107 @@ def test_c_objects_have_every_slot_initialised():
         for name in type(obj).__slots__:
             if name not in ("__dict__", "__weakref__"):
                 getattr(obj, name)   # AttributeError if the C path left it unset
+
+
+def _views_summary(outs, inputs):
+    """Which input each output is a view of (by identity of the root), and counter sharing."""
+    res = []
+    for o in outs:
+        res.append((None if o._base is None else [i for i, a in enumerate(inputs) if a is o._base],
+                    o._vc is not None and any(o._vc is a._vc for a in inputs)))
+    return res
+
+
+def _view_cases():
+    from dyngraph.ops.indexing import getitem_p
+    from dyngraph.ops.nn import nll_loss_p
+    from dyngraph.ops.shape import cat_p, expand_p, permute_p, reshape_p, stack_p
+
+    return [
+        (getitem_p, lambda a, b, c: (a,), {"index": (1,)}),
+        (getitem_p, lambda a, b, c: (a,), {"index": ((0, 2, None),)}),
+        (reshape_p, lambda a, b, c: (a,), {"shape": (12,)}),
+        (reshape_p, lambda a, b, c: (a.mT,), {"shape": (12,)}),       # a copy: no view
+        (permute_p, lambda a, b, c: (a,), {"dims": (1, 0)}),
+        (expand_p, lambda a, b, c: (c,), {"shape": (3, 4)}),
+        (cat_p, lambda a, b, c: (a, b, a), {"dim": 0}),
+        (cat_p, lambda a, b, c: tuple([a, b] * 20), {"dim": 1}),        # more than 8 inputs
+        (cat_p, lambda a, b, c: tuple([a] * 70), {"dim": 0}),           # past the C limit
+        (stack_p, lambda a, b, c: (a, b), {"dim": 0}),
+        (nll_loss_p, lambda a, b, c: (a, dg.tensor([0, 3, 1]), None), {}),   # None input
+    ]
+
+
+@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("grad", [True, False])
+def test_c_and_python_dispatch_agree_on_views_variadic_and_none_inputs(case, grad):
+    prim, pick, params = _view_cases()[case]
+    rng = np.random.default_rng(case)
+    a = dg.tensor(rng.standard_normal((3, 4)), requires_grad=grad)
+    b = dg.tensor(rng.standard_normal((3, 4)), requires_grad=grad)
+    c = dg.tensor(rng.standard_normal((4,)), requires_grad=grad)
+    args = pick(a, b, c)
+    out_c = registry.bind(prim, args, params)
+    out_p = registry._bind_py(prim, args, params)
+    np.testing.assert_array_equal(out_c.detach().numpy(), out_p.detach().numpy())
+    assert _node_summary(out_c) == _node_summary(out_p)
+    assert out_c.requires_grad == out_p.requires_grad
+    assert _views_summary([out_c], [a, b, c]) == _views_summary([out_p], [a, b, c])
+    if prim.is_view and prim.name != "reshape" or case == 2:
+        assert out_c._base is not None and out_c._vc is out_c._base._vc
+    if grad:
+        ts = [t for t in {id(t): t for t in args if isinstance(t, dg.Tensor) and t.requires_grad}.values()]
+        gc = dg.autograd.grad(out_c.sum(), ts)
+        gp = dg.autograd.grad(out_p.sum(), ts)
+        for x, y in zip(gc, gp):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_c_and_python_dispatch_agree_on_several_outputs(grad):
+    from dyngraph.ops.indexing import sort_p, topk_p
+
+    x = dg.tensor(np.random.default_rng(0).standard_normal((3, 5)), requires_grad=grad)
+    for prim, params in ((sort_p, {"dim": 1, "descending": False}), (topk_p, {"k": 2, "dim": 1})):
+        params = {k: v for k, v in params.items() if k in prim.impl.__code__.co_varnames}
+        out_c = registry.bind(prim, (x,), params)
+        out_p = registry._bind_py(prim, (x,), params)
+        assert type(out_c) is tuple and len(out_c) == len(out_p)
+        for oc, op in zip(out_c, out_p):
+            np.testing.assert_array_equal(oc.detach().numpy(), op.detach().numpy())
+            assert (oc.requires_grad, oc._nr, oc.dtype) == (op.requires_grad, op._nr, op.dtype)
+        assert _node_summary(out_c[0]) == _node_summary(out_p[0])
+        if grad:
+            fc, fp = out_c[0].grad_fn, out_p[0].grad_fn
+            assert fc.out_meta == fp.out_meta and fc.n_out == fp.n_out
+            assert (fc.out is None) == (fp.out is None)
+            gc = dg.autograd.grad((out_c[0] * out_c[0]).sum(), [x])[0]
+            gp = dg.autograd.grad((out_p[0] * out_p[0]).sum(), [x])[0]
+            np.testing.assert_array_equal(gc.numpy(), gp.numpy())
+
+
+def test_views_from_the_c_path_see_in_place_writes_of_their_base():
+    x = dg.randn(4, 3, requires_grad=True)
+    w = x * 1.0
+    for make in (lambda t: t[1], lambda t: t.unsqueeze(0), lambda t: t.t(), lambda t: t[1:3]):
+        v = make(w)
+        y = (v * v).sum()                 # mul saves v
+        assert v._vc is w._vc             # one counter for the base and its views
+        with dg.no_grad():
+            w.add_(1.0)                   # a write through the base bumps the view's version
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+        w = x * 1.0
+
+
+def test_integer_promotion_with_python_ints_is_a_no_op_on_both_paths():
+    from dyngraph.ops.elementwise import add_p, mul_p
+
+    for dt in (np.int64, np.int32, np.uint8):
+        i = dg.tensor(np.array(3, dtype=dt))
+        for prim in (add_p, mul_p):
+            oc, op = registry.bind(prim, (i, 64)), registry._bind_py(prim, (i, 64))
+            assert oc.dtype == op.dtype == i.dtype and oc.item() == op.item()
+        assert registry.bind(add_p, (i, 2.5)).dtype == dg.get_default_dtype()   # float scalar
+    b = dg.tensor(np.array(True))
+    assert registry.bind(add_p, (b, 1)).dtype == registry._bind_py(add_p, (b, 1)).dtype == dg.int64
