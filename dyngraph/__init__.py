@@ -21,7 +21,7 @@ from .size import Size
 from .tensor import Tensor
 from . import ops
 from .surface.elementwise import *
-from .ops.reduction import *
+from .surface.reduction import *
 from .ops.shape import *
 from .ops.linalg import *
 from .ops.indexing import *
@@ -36,7 +36,7 @@ from .autograd.grad_mode import (
     set_grad_enabled,
 )
 from .surface.elementwise import abs, pow, round
-from .ops.reduction import sum
+from .surface.reduction import sum
 
 # Subpackages and a few top-level functions are imported on first use (PEP 562):
 # `import dyngraph` stays fast, and each subpackage is owned by one module tree.

@@ -23,10 +23,10 @@ from . import dtypes as _dt
 from .autograd.grad_mode import no_grad
 from .ops import indexing as _ix
 from .ops import nn as _nn
-from .ops import reduction as _red
 from .random import rng_of
 from .size import Size
 from .surface import elementwise as _ew
+from .surface import reduction as _red
 from .tensor import Tensor
 
 __all__ = ["Distribution", "Categorical", "Bernoulli", "Normal", "kl_divergence"]

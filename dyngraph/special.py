@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 from .ops.nn import log_softmax, softmax
-from .ops.reduction import logsumexp
 from .surface.elementwise import (
     digamma,
     erf,
@@ -29,6 +28,7 @@ from .surface.elementwise import (
 from .surface.elementwise import digamma as psi
 from .surface.elementwise import lgamma as gammaln
 from .surface.elementwise import sigmoid as expit
+from .surface.reduction import logsumexp
 
 __all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",
            "log_softmax", "softmax", "logsumexp", "ndtr", "erfinv", "digamma", "psi", "gammaln",

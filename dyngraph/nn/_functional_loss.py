@@ -14,10 +14,10 @@ import numpy as np
 
 from .._core.state import concrete
 from ..ops.nn import log_softmax, nll_loss_nd
-from ..ops.reduction import mean as _mean
-from ..ops.reduction import sum as _sum
 from ..ops.shape import reshape
 from ..surface import elementwise as E
+from ..surface.reduction import mean as _mean
+from ..surface.reduction import sum as _sum
 from ._functional_common import as_tensor as _t
 from ._functional_common import const as _const
 from ._functional_common import require_float as _require_float

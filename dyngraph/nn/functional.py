@@ -28,12 +28,12 @@ from ..ops.nn import (
     log_softmax,
     softmax,
 )
-from ..ops.reduction import mean as _mean
-from ..ops.reduction import sum as _sum
 from ..ops.registry import bind
 from ..ops.shape import pad, reshape
 from ..random import rng_of
 from ..surface import elementwise as E
+from ..surface.reduction import mean as _mean
+from ..surface.reduction import sum as _sum
 from ..tensor import Tensor
 from ._functional_common import as_tensor, const, require_float
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from .._core.state import STATE, concrete
 from ..surface import elementwise as _sew  # (moves to the surface with this family's functions)
+from ..surface import reduction as _sred  # (likewise)
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
-from . import reduction as _red
 from . import shape as _shape
 from ._util import as_tensor_arg, install
 from .registry import bind, primitive
@@ -334,7 +334,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
-    prod = _red.sum(bmm(batch1, batch2), 0)
+    prod = _sred.sum(bmm(batch1, batch2), 0)
     return _scaled_add(_tensor(input, "addbmm"), prod, beta, alpha)
 
 
@@ -506,7 +506,7 @@ def trace(input):
     input = _tensor(input, "trace")
     if input._data.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input._data.ndim}")
-    return _red.sum(diagonal_(input, 0))
+    return _sred.sum(diagonal_(input, 0))
 
 
 @primitive("tril")
@@ -1032,7 +1032,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
         rtol = float(np.finfo(A._data.dtype).eps) * max(m, n) if not atol else 0.0
-    cut = _red.amax(s, -1, keepdim=True) * rtol if s._data.size else s
+    cut = _sred.amax(s, -1, keepdim=True) * rtol if s._data.size else s
     if atol:
         cut = _sew.clamp(cut, min=float(atol))
     keep = s > cut

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..ops._util import install
 from . import elementwise as _ew
 from . import inplace as _ip
+from . import reduction as _red
 
 METHODS: dict = {}
 
@@ -109,6 +110,18 @@ METHODS.update({
     "square_": _ip._unary_inplace(_ew.square, "square_"),
     "zero_": _ip.zero_, "fill_": _ip.fill_, "copy_": _ip.copy_,
     "share_memory_": _ip.share_memory_, "is_shared": _ip.is_shared,
+})
+
+
+# -- reductions (x.sum(dim), x.max(), x.var()) -----------------------------------------
+METHODS.update({
+    "sum": _red._sum_method, "mean": _red._mean_method, "prod": _red._dim_method(_red.prod),
+    "cumsum": _red.cumsum, "cumprod": _red.cumprod, "cummax": _red.cummax, "cummin": _red.cummin, "amax": _red._amax_method(_red.amax), "amin": _red._amax_method(_red.amin),
+    "max": _red.max, "min": _red.min, "argmax": _red.argmax, "argmin": _red.argmin, "aminmax": _red.aminmax,
+    "median": _red.median, "var": _red.var, "std": _red.std, "logsumexp": _red.logsumexp, "norm": _red.norm,
+    "all": _red.all, "any": _red.any, "count_nonzero": _red.count_nonzero, "nansum": _red._dim_method(_red.nansum),
+    "nanmean": _red._dim_method(_red.nanmean), "dist": _red.dist, "sum_to_size": _red.sum_to_size, "renorm": _red.renorm,
+    "logcumsumexp": lambda self, dim: _red.logcumsumexp(self, dim), "mode": _red.mode,
 })
 
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from ...autograd.grad_mode import no_grad
-from ...ops.reduction import vector_norm
+from ...surface.reduction import vector_norm
 from ..parameter import Parameter
 
 __all__ = ["weight_norm", "remove_weight_norm"]
