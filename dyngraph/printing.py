@@ -44,7 +44,10 @@ def _float_formatter(a: np.ndarray):
         width = max(len(f"{int(v)}") for v in finite.flat) + 1
         return lambda v: _special(v) or f"{v:.0f}.".rjust(width)
     if sci:
-        return lambda v: _special(v) or f"{v:.{prec}e}"
+        # every entry takes the width of the widest one, so positive numbers get the
+        # leading space that lines them up with negative ones (as PyTorch prints)
+        width = max(len(f"{v:.{prec}e}") for v in finite.flat)
+        return lambda v: (_special(v) or f"{v:.{prec}e}").rjust(width)
     width = max(len(f"{v:.{prec}f}") for v in finite.flat)
     return lambda v: (_special(v) or f"{v:.{prec}f}").rjust(width)
 

@@ -13,10 +13,12 @@ the same numbers rounded); each is reproducible for a given seed.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
-           "get_rng_state", "set_rng_state", "standard_normal", "uniform", "normal"]
+           "get_rng_state", "set_rng_state", "fork_rng", "standard_normal", "uniform", "normal"]
 
 
 class Generator:
@@ -81,6 +83,33 @@ def get_rng_state():
 
 def set_rng_state(state) -> None:
     default_generator.set_state(state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng",
+             _devices_kw: str = "devices", device_type: str = "cuda"):
+    """Run a block with the default generator's state saved and put back afterwards.
+
+    Draws inside the block do not change the numbers drawn after it (PyTorch's
+    ``torch.random.fork_rng``).  ``devices``/``device_type`` name accelerator generators:
+    dyngraph's one generator serves every device, so they need no separate saving.
+    ``enabled=False`` makes the block a no-op.
+
+    >>> dg.manual_seed(0)
+    >>> with dg.random.fork_rng():
+    ...     _ = dg.rand(3)          # does not advance the stream outside
+    >>> a = dg.rand(1)              # the same number as right after manual_seed(0)
+    """
+    if not enabled:
+        yield
+        return
+    state = default_generator.rng.bit_generator.state
+    seed_before = default_generator._seed
+    try:
+        yield
+    finally:
+        default_generator.rng.bit_generator.state = state
+        default_generator._seed = seed_before
 
 
 def rng_of(generator) -> np.random.Generator:

@@ -59,6 +59,34 @@ _LAYOUT = {
 }
 
 
+# PyTorch names dyngraph lacks for a known reason: the error names the reason and what to use.
+_NO_COMPLEX = ("dyngraph has no complex dtypes, so the transforms that return or take complex "
+               "tensors are not provided (torch.fft.fftfreq/rfftfreq/fftshift/ifftshift are)")
+_GAPS = {
+    "torch.fft.": _NO_COMPLEX,
+    "torch.linalg.eig": "dyngraph has no complex dtypes; for a symmetric matrix use torch.linalg.eigh / eigvalsh",
+    "torch.linalg.eigvals": "dyngraph has no complex dtypes; for a symmetric matrix use torch.linalg.eigvalsh",
+    "torch.view_as_complex": "dyngraph has no complex dtypes",
+    "torch.view_as_real": "dyngraph has no complex dtypes",
+    **{f"torch.{n}": "dyngraph has no complex dtypes"
+       for n in ("complex", "complex32", "complex64", "complex128", "cfloat", "cdouble", "chalf")},
+    "torch.polar": "dyngraph has no complex dtypes",
+    "torch.stft": "dyngraph has no complex dtypes",
+    "torch.istft": "dyngraph has no complex dtypes",
+    "torch.sparse_csr_tensor": "dyngraph's sparse tensors are COO only (torch.sparse_coo_tensor, x.to_sparse())",
+    "torch.Tensor.to_sparse_csr": "dyngraph's sparse tensors are COO only (x.to_sparse())",
+}
+
+
+def _gap_note(torch_name: str) -> str:
+    """`` -- reason`` for a name dyngraph lacks on purpose, else ``""``."""
+    for key, why in _GAPS.items():
+        if torch_name == key or (key.endswith(".") and torch_name.startswith(key)) \
+                or torch_name.startswith(key + "_"):
+            return f" -- {why}"
+    return ""
+
+
 def _dg_name(torch_name: str) -> str:
     return _LAYOUT.get(torch_name) or "dyngraph" + torch_name[len("torch"):]
 
@@ -151,7 +179,7 @@ class _TorchModule(types.ModuleType):
             dg_where = getattr(target, "__name__", None) or type(target).__name__
             raise MissingTorchNameError(
                 f"{self.__name__}.{attr} is not provided by dyngraph ({dg_where} has no attribute "
-                f"{attr!r}); see docs/porting.md for the names dyngraph maps",
+                f"{attr!r}){_gap_note(sub)}; see docs/porting.md for the names dyngraph maps",
                 name=attr, obj=self) from exc
         if isinstance(value, types.ModuleType) and value.__name__.startswith("dyngraph."):
             value = _alias(_torch_name(value.__name__), value)
@@ -301,7 +329,8 @@ def _explain(exc: BaseException) -> BaseException | None:
     if name is None:
         return None
     cls = MissingTorchNameError if isinstance(exc, AttributeError) else MissingTorchModuleError
-    new = cls(f"{name} is not provided by dyngraph ({exc}); see docs/porting.md for the names dyngraph maps")
+    new = cls(f"{name} is not provided by dyngraph ({exc}){_gap_note(name)}; see docs/porting.md for the "
+              "names dyngraph maps")
     if cls is MissingTorchModuleError:
         new.name = name
     return new

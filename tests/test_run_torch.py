@@ -343,3 +343,90 @@ def test_star_import_and_submodule_attribute(tmp_path):
     """)
     r = run_torch.run_path(prog)["result"]
     assert r == (3.0, dyngraph.nn.Linear, dyngraph.float32, dyngraph.optim.swa_utils.SWALR)
+
+
+def test_scientific_notation_pads_like_torch():
+    for vals in ([-1.5e-5, 2e6, 3.0], [[-1e-8, 1.0], [2.0, 3.0]], [1e10, -1.0], [1e10, float("nan"), -1.0],
+                 [float("-inf"), 1e-9, 1.0], [-1e-5, -1e3], [1e-5, 1e3]):
+        assert repr(dyngraph.tensor(vals)) == repr(torch.tensor(vals))
+
+
+def test_fork_rng_restores_the_stream():
+    for lib in (torch, dyngraph):
+        lib.manual_seed(0)
+        first = lib.rand(3)
+        lib.manual_seed(0)
+        with lib.random.fork_rng():
+            inside = lib.rand(3)
+        after = lib.rand(3)
+        assert lib.equal(first, after) and lib.equal(inside, first)
+        lib.manual_seed(0)
+        with lib.random.fork_rng(enabled=False):
+            lib.rand(3)
+        assert not lib.equal(lib.rand(3), first)
+
+
+def test_hub_refuses_code_and_reads_cached_safetensors(tmp_path, monkeypatch):
+    import dyngraph.hub as hub
+
+    with pytest.raises(hub.HubUnsupportedError, match=r"hub\.load\('pytorch/vision'\).*never executes code"):
+        hub.load("pytorch/vision", "resnet18", pretrained=True)
+    with pytest.raises(hub.HubUnsupportedError, match="does not download"):
+        hub.download_url_to_file("https://example.com/w.pt", str(tmp_path / "w.pt"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "th"))
+    assert hub.get_dir() == torch.hub.get_dir() == str(tmp_path / "th" / "hub")
+    url = "https://example.com/models/net.safetensors"
+    with pytest.raises(hub.HubUnsupportedError, match=r"checkpoints/net\.safetensors does not exist"):
+        hub.load_state_dict_from_url(url)
+    net = dyngraph.nn.Linear(3, 2)
+    os.makedirs(tmp_path / "th" / "hub" / "checkpoints")
+    dyngraph.save(net.state_dict(), str(tmp_path / "th" / "hub" / "checkpoints" / "net.safetensors"))
+    sd = hub.load_state_dict_from_url(url)
+    assert dyngraph.equal(sd["weight"], net.weight)
+    hub.set_dir(tmp_path / "other")
+    try:
+        assert hub.get_dir() == str(tmp_path / "other")
+    finally:
+        hub._HUB_DIR = None
+
+
+def test_fft_real_helpers_match_torch():
+    import dyngraph.fft
+
+    for n in (0, 1, 4, 5):
+        for d in (1.0, 0.25):
+            for name in ("fftfreq", "rfftfreq"):
+                a, b = getattr(torch.fft, name)(n, d), getattr(dyngraph.fft, name)(n, d)
+                np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-7)
+                assert str(b.dtype).split(".")[1] == str(a.dtype).split(".")[1]
+    assert dyngraph.fft.fftfreq(3, dtype=dyngraph.float64).dtype == dyngraph.float64
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for dim in (None, 0, -1, (1, 2)):
+        for name in ("fftshift", "ifftshift"):
+            tx = torch.tensor(x, requires_grad=True)
+            dx = dyngraph.tensor(x, requires_grad=True)
+            ty, dy = getattr(torch.fft, name)(tx, dim=dim), getattr(dyngraph.fft, name)(dx, dim=dim)
+            np.testing.assert_array_equal(dy.detach().numpy(), ty.detach().numpy())
+            w = np.random.default_rng(0).standard_normal(x.shape)
+            (ty * torch.tensor(w)).sum().backward()
+            (dy * dyngraph.tensor(w)).sum().backward()
+            np.testing.assert_array_equal(dx.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("source, pattern", [
+    ("import torch\ntorch.fft.rfft(torch.ones(4))\n", r"torch\.fft\.rfft .*no complex dtypes.*fftfreq"),
+    ("import torch\ntorch.linalg.eigvals(torch.eye(2))\n", r"torch\.linalg\.eigvals .*use torch\.linalg\.eigvalsh"),
+    ("import torch\nx = torch.zeros(2, dtype=torch.complex64)\n", r"torch\.complex64 .*no complex dtypes"),
+    ("import torch\ntorch.ones(2, 2).to_sparse_csr()\n", r"to_sparse_csr .*COO only"),
+])
+def test_known_gaps_say_why(tmp_path, source, pattern):
+    with pytest.raises(run_torch.MissingTorchNameError, match=pattern):
+        run_torch.run_path(_program(tmp_path, source))
+
+
+def test_compile_disable_returns_the_function():
+    def f(x):
+        return x * 2
+
+    assert dyngraph.compile(f, disable=True) is f and dyngraph.compile(disable=True)(f) is f
+    assert dyngraph.compile(f) is not f

@@ -52,12 +52,15 @@ def compile(fn=None, *, dynamic=None, cache_size: int = 8, optimize: int = 2,
     every input), ``{input_index: [dims]}``, ``False`` (never symbolic); by default a
     dimension becomes dynamic after it changes once.  ``cache_size`` bounds the number
     of variants kept (least recently used evicted).  Extra PyTorch options (``mode=``,
-    ``fullgraph=``, ``backend=``) are accepted and ignored.
+    ``fullgraph=``, ``backend=``) are accepted and ignored; ``disable=True`` returns the
+    function itself, as PyTorch does.
 
     >>> model_c = dg.compile(model)           # model_c(x) behaves like model(x)
     >>> model_c.explain()                     # variants, guards, calls, recaptures
     """
     def wrap(f):
+        if _ignored.get("disable"):
+            return f
         return CompiledFunction(f, dynamic=dynamic, cache_size=cache_size, optimize=optimize,
                                 warn=warn)
 
