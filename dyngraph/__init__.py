@@ -22,7 +22,7 @@ from .tensor import Tensor
 from . import ops
 from .surface.elementwise import *
 from .surface.reduction import *
-from .ops.shape import *
+from .surface.shape import *
 from .ops.linalg import *
 from .ops.indexing import *
 from .ops.nn import *

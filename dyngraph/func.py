@@ -21,7 +21,7 @@ from typing import Any
 
 from .autograd import grad as _autograd_grad
 from .autograd.grad_mode import enable_grad
-from .ops.shape import stack
+from .surface.shape import stack
 from .tensor import Tensor
 
 __all__ = ["functional_call", "grad", "grad_and_value", "vmap", "jacrev", "hessian"]

@@ -41,9 +41,9 @@ ALLOWED = {
     ("ops/nn.py", "nll_loss_nd"): "check: target classes in range (ld/td alias shape reads)",
     ("nn/_functional_loss.py", "binary_cross_entropy"): "check: probabilities in [0, 1]",
     ("nn/_functional_loss.py", "gaussian_nll_loss"): "check: var is non-negative",
-    ("ops/shape.py", "_view_method"): "check: can the array be viewed without a copy",
+    ("surface/shape.py", "_view_method"): "check: can the array be viewed without a copy",
     # -- aliases read only for shape/dtype (the scan cannot follow the alias) ------------
-    ("ops/shape.py", "cat"): "alias: ref.ndim",
+    ("surface/shape.py", "cat"): "alias: ref.ndim",
     ("ops/linalg.py", "svd"): "alias: x.shape / x.dtype for the zero U, V",
     ("ops/indexing.py", "_index_tensor"): "empty float index cast to int64 (no values)",
     ("nn/linear.py", "forward"): "alias: d.ndim / d.shape / d.dtype",
@@ -58,7 +58,7 @@ ALLOWED = {
     ("surface/inplace.py", "fill_"): "stores a constant (on_inplace told)",
     ("surface/inplace.py", "share_memory_"): "moves the array into shared memory (same values)",
     ("surface/inplace.py", "is_shared"): "inspects the array's buffer, not its values",
-    ("ops/shape.py", "_view_inplace"): "x.unsqueeze_(): x takes the view's array",
+    ("surface/shape.py", "_view_inplace"): "x.unsqueeze_(): x takes the view's array",
     # -- raw buffer/parameter updates outside primitives (version counters bumped, so
     #    graph capture sees the write and runs the call eagerly) --------------------------
     ("nn/functional.py", "_update_running"): "BatchNorm running statistics",

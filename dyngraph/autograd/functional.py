@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ops.shape import stack
+from ..surface.shape import stack
 from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
@@ -243,7 +243,7 @@ def jacobian(func: Callable, inputs, create_graph: bool = False, strict: bool = 
             [0., 4.]])
     """
     from ..creation import zeros  # noqa: PLC0415
-    from ..ops.shape import reshape  # noqa: PLC0415
+    from ..surface.shape import reshape  # noqa: PLC0415
 
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f'Expected strategy to be either "forward-mode" or "reverse-mode", got {strategy!r}')

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._core.state import concrete
 from ..ops.nn import log_softmax, nll_loss_nd
-from ..ops.shape import reshape
+from ..surface.shape import reshape
 from ..surface import elementwise as E
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum

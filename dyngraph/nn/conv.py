@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ..ops import conv as C
-from ..ops.shape import pad as _pad
+from ..surface.shape import pad as _pad
 from ..tensor import Tensor
 from . import init
 from ._conv_common import check_spatial_input

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ops.shape import reshape
+from ..surface.shape import reshape
 from ..tensor import _wrap_dim
 from .module import Module
 

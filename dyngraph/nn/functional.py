@@ -29,7 +29,7 @@ from ..ops.nn import (
     softmax,
 )
 from ..ops.registry import bind
-from ..ops.shape import pad, reshape
+from ..surface.shape import pad, reshape
 from ..random import rng_of
 from ..surface import elementwise as E
 from ..surface.reduction import mean as _mean
@@ -390,7 +390,7 @@ def glu(input, dim: int = -1):
     size = input._data.shape[d]
     if size % 2:
         raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {size}")
-    from ..ops.shape import chunk  # noqa: PLC0415
+    from ..surface.shape import chunk  # noqa: PLC0415
 
     a, b = chunk(input, 2, d)
     return a * E.sigmoid(b)

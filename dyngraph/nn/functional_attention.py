@@ -22,7 +22,7 @@ import numpy as np
 from .._core.state import concrete
 from ..ops.linalg import matmul
 from ..ops.nn import linear, softmax
-from ..ops.shape import cat, permute, reshape, split, transpose
+from ..surface.shape import cat, permute, reshape, split, transpose
 from ..surface.reduction import mean
 from ..tensor import Tensor
 
@@ -81,7 +81,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             f"{op}: key and value must have the same sequence length, got key {list(key.shape)} "
             f"and value {list(value.shape)}")
     if enable_gqa and query._data.ndim >= 3 and query._data.shape[-3] != key._data.shape[-3]:
-        from ..ops.shape import repeat_interleave  # noqa: PLC0415
+        from ..surface.shape import repeat_interleave  # noqa: PLC0415
 
         rep = query._data.shape[-3] // key._data.shape[-3]
         key = repeat_interleave(key, rep, dim=-3)

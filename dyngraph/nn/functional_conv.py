@@ -67,7 +67,7 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 def pixel_shuffle(input, upscale_factor: int):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r) (PyTorch's sub-pixel rearrangement)."""
-    from ..ops.shape import permute, reshape  # noqa: PLC0415
+    from ..surface.shape import permute, reshape  # noqa: PLC0415
 
     r = int(upscale_factor)
     shape = tuple(input.shape)
@@ -85,7 +85,7 @@ def pixel_shuffle(input, upscale_factor: int):
 
 def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of :func:`pixel_shuffle`."""
-    from ..ops.shape import permute, reshape  # noqa: PLC0415
+    from ..surface.shape import permute, reshape  # noqa: PLC0415
 
     r = int(downscale_factor)
     shape = tuple(input.shape)

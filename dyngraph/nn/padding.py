@@ -9,7 +9,7 @@ dyngraph.Size([1, 1, 5, 5])
 
 from __future__ import annotations
 
-from ..ops.shape import pad
+from ..surface.shape import pad
 from .module import Module
 
 __all__ = [

@@ -27,7 +27,7 @@ import numpy as np
 from ..ops.indexing import index_select
 from ..ops.nn import linear
 from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
-from ..ops.shape import cat, reshape, stack, transpose, unsqueeze
+from ..surface.shape import cat, reshape, stack, transpose, unsqueeze
 from ..tensor import Tensor
 from . import functional as F
 from . import init

@@ -360,7 +360,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
             f"(got {input._data.ndim}D input of shape {list(input.shape)})")
     added = input._data.ndim == 2
     if added:
-        from .shape import reshape  # noqa: PLC0415
+        from ..surface.shape import reshape  # noqa: PLC0415
 
         input = reshape(input, (1,) + _size(input))
     params = _fold_params(op, kernel_size, dilation, padding, stride)
@@ -415,7 +415,7 @@ def _batchify(op, input, nd):
     if r == nd + 2:
         return input, False
     if r == nd + 1:
-        from .shape import reshape  # noqa: PLC0415
+        from ..surface.shape import reshape  # noqa: PLC0415
 
         return reshape(input, (1,) + _size(input)), True
     raise RuntimeError(
@@ -426,7 +426,7 @@ def _batchify(op, input, nd):
 def _unbatch(t, added):
     if not added:
         return t
-    from .shape import reshape  # noqa: PLC0415
+    from ..surface.shape import reshape  # noqa: PLC0415
 
     return reshape(t, _size(t)[1:])
 
@@ -999,7 +999,7 @@ def _pool_matrix(n_in, n_out, dtype):
 
 def _adaptive_avg_nd(op, nd, input, output_size):
     from .linalg import matmul  # noqa: PLC0415
-    from .shape import transpose  # noqa: PLC0415
+    from ..surface.shape import transpose  # noqa: PLC0415
 
     input = as_tensor_arg(input, op)
     _check_float(op, input)
@@ -1245,7 +1245,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         index = tuple(_nearest_index(sp[i], out[i], scales[i], mode == "nearest-exact") for i in range(nd))
         return bind(upsample_nearest_p, (input,), {"index": index})
     from .linalg import matmul  # noqa: PLC0415
-    from .shape import transpose  # noqa: PLC0415
+    from ..surface.shape import transpose  # noqa: PLC0415
 
     ac = bool(align_corners)
     dt = input._data.dtype

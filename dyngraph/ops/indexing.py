@@ -1033,7 +1033,7 @@ def masked_fill(input, mask, value):
 
 def masked_select(input, mask):
     """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast)."""
-    from .shape import expand  # noqa: PLC0415
+    from ..surface.shape import expand  # noqa: PLC0415
 
     mask = _mask_arg(mask, "masked_select")
     shape = _bcast("masked_select", input._data.shape, mask._data.shape)
@@ -1050,7 +1050,7 @@ def masked_select(input, mask):
 
 def masked_scatter(input, mask, source):
     """A copy of ``input`` with the first elements of ``source`` written where ``mask`` is True."""
-    from .shape import expand  # noqa: PLC0415
+    from ..surface.shape import expand  # noqa: PLC0415
 
     mask = _mask_arg(mask, "masked_scatter")
     shape = _bcast("masked_scatter", input._data.shape, mask._data.shape)
@@ -1077,7 +1077,7 @@ def take(input, index):
 
 def take_along_dim(input, indices, dim=None):
     """``gather`` with broadcasting of ``input`` and ``indices`` (flattened when dim is None)."""
-    from .shape import expand  # noqa: PLC0415
+    from ..surface.shape import expand  # noqa: PLC0415
 
     indices = _index_tensor(indices)
     if dim is None:
@@ -1517,7 +1517,7 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
     """
     from ..creation import from_numpy  # noqa: PLC0415
     from ..surface.elementwise import where  # noqa: PLC0415
-    from .shape import movedim, reshape  # noqa: PLC0415
+    from ..surface.shape import movedim, reshape  # noqa: PLC0415
 
     x = as_tensor_arg(input, "quantile")
     if x._data.dtype.kind != "f":

@@ -11,6 +11,7 @@ import numpy as np
 from .._core.state import STATE, concrete
 from ..surface import elementwise as _sew  # (moves to the surface with this family's functions)
 from ..surface import reduction as _sred  # (likewise)
+from ..surface import shape as _sshape  # (likewise)
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _ew
 from . import shape as _shape
@@ -483,7 +484,7 @@ def diag(input, diagonal: int = 0):
         return bind(diag_embed_p, (input,), {"shape": (m, m), "offset": int(diagonal),
                                              "dim1": 0, "dim2": 1})
     if n == 2:
-        return _shape.clone(diagonal_(input, diagonal))
+        return _sshape.clone(diagonal_(input, diagonal))
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {n}D")
 
 
@@ -494,7 +495,7 @@ def diagflat(input, offset: int = 0):
     tensor([[1., 0.],
             [0., 2.]])
     """
-    return diag(_shape.reshape(_tensor(input, "diagflat"), (-1,)), offset)
+    return diag(_sshape.reshape(_tensor(input, "diagflat"), (-1,)), offset)
 
 
 def diagonal_(input, offset):
@@ -1169,8 +1170,8 @@ def linalg_cross(input, other, *, dim: int = -1):
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{a.shape[d]} and {b.shape[d]}")
     # (a x b)_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1}: cyclic shifts along dim
-    return (_shape.roll(a, -1, d) * _shape.roll(b, -2, d)
-            - _shape.roll(a, -2, d) * _shape.roll(b, -1, d))
+    return (_sshape.roll(a, -1, d) * _sshape.roll(b, -2, d)
+            - _sshape.roll(a, -2, d) * _sshape.roll(b, -1, d))
 
 
 def cross(input, other, dim=None):

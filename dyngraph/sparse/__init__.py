@@ -272,7 +272,7 @@ class SparseTensor:
         if isinstance(other, SparseTensor):
             if other._size != self._size:
                 raise RuntimeError(f"sparse add: sizes {list(self._size)} and {list(other._size)} differ")
-            from ..ops.shape import cat  # noqa: PLC0415
+            from ..surface.shape import cat  # noqa: PLC0415
 
             return SparseTensor(cat([self._idx, other._idx], 1),
                                 cat([self._vals, other._vals.to(self.dtype)], 0), self._size).coalesce()

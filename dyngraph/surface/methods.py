@@ -12,6 +12,7 @@ from ..ops._util import install
 from . import elementwise as _ew
 from . import inplace as _ip
 from . import reduction as _red
+from . import shape as _shp
 
 METHODS: dict = {}
 
@@ -123,6 +124,35 @@ METHODS.update({
     "nanmean": _red._dim_method(_red.nanmean), "dist": _red.dist, "sum_to_size": _red.sum_to_size, "renorm": _red.renorm,
     "logcumsumexp": lambda self, dim: _red.logcumsumexp(self, dim), "mode": _red.mode,
 })
+
+
+# -- shape (x.view(...), x.permute(...), x.T, x.split(...)) ----------------------------
+METHODS.update({
+    "reshape": _shp._reshape_method, "view": _shp._view_method, "expand": _shp.expand,
+    "expand_as": _shp.expand_as, "broadcast_to": _shp.broadcast_to, "permute": _shp.permute,
+    "transpose": _shp.transpose, "swapaxes": _shp.transpose, "swapdims": _shp.transpose, "t": _shp.t,
+    "T": property(_shp._T), "mT": property(_shp._mT), "mH": property(_shp._mT), "H": property(_shp._T),
+    "reshape_as": lambda self, other: _shp.reshape(self, tuple(other.shape)),
+    "view_as": lambda self, other: _shp.reshape(self, tuple(other.shape)),
+    "squeeze": _shp._m(_shp.squeeze), "unsqueeze": _shp._m(_shp.unsqueeze), "flatten": _shp._m(_shp.flatten), "ravel": _shp._m(_shp.ravel),
+    "unflatten": _shp._m(_shp.unflatten), "movedim": _shp._m(_shp.movedim), "moveaxis": _shp._m(_shp.movedim),
+    "narrow": _shp._m(_shp.narrow), "select": _shp._m(_shp.select), "split": _shp._split_method, "chunk": _shp._m(_shp.chunk),
+    "unbind": _shp._m(_shp.unbind), "tensor_split": _shp._m(_shp.tensor_split), "hsplit": _shp._m(_shp.hsplit),
+    "vsplit": _shp._m(_shp.vsplit), "flip": lambda self, *dims: _shp.flip(self, _shp._shape_args(dims) if dims and not
+                                                          isinstance(dims[0], int) else dims),
+    "fliplr": _shp._m(_shp.fliplr), "flipud": _shp._m(_shp.flipud), "roll": _shp._m(_shp.roll), "repeat": _shp._repeat_method,
+    "tile": _shp._m(_shp.tile), "repeat_interleave": _shp._m(_shp.repeat_interleave), "clone": _shp._m(_shp.clone),
+    "contiguous": _shp._contiguous,
+})
+METHODS.update({"unfold": _shp._unfold_method, "diff": _shp.diff, "dsplit": _shp.dsplit, "narrow_copy": _shp.narrow_copy,
+                "rot90": lambda self, k=1, dims=(0, 1): _shp.rot90(self, k, dims),
+                "is_same_size": lambda self, other: tuple(self.shape) == tuple(other.shape),
+                "__reversed__": lambda self: _shp.flip(self, (0,)) if self._data.ndim else self})  # PyTorch: flip(0)
+METHODS.update({"unsqueeze_": _shp._view_inplace(_shp.unsqueeze, "unsqueeze_"),
+                "squeeze_": _shp._view_inplace(_shp.squeeze, "squeeze_"),
+                "t_": _shp._view_inplace(_shp.t, "t_"), "transpose_": _shp._view_inplace(_shp.transpose, "transpose_"),
+                "swapaxes_": _shp._view_inplace(_shp.transpose, "swapaxes_"),
+                "swapdims_": _shp._view_inplace(_shp.transpose, "swapdims_")})
 
 
 # -- attach -------------------------------------------------------------------------------

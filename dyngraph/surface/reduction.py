@@ -46,6 +46,7 @@ from ..ops.reduction import (
 from ..ops.registry import bind
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _sew
+from . import shape as _sshape
 
 __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
@@ -512,17 +513,17 @@ def _trapezoid_terms(y, x, dx, dim, op):
     y = as_tensor_arg(y, op)
     d = _wrap_dim(dim, y._data.ndim, op)
     n = y._data.shape[d]
-    pair = _shape.narrow(y, d, 1, n - 1) + _shape.narrow(y, d, 0, n - 1) if n else y
+    pair = _sshape.narrow(y, d, 1, n - 1) + _sshape.narrow(y, d, 0, n - 1) if n else y
     if x is None:
         return pair * (0.5 * (1.0 if dx is None else float(dx))), d
     x = x if isinstance(x, Tensor) else as_tensor_arg(x, op)
     if x._data.ndim == 1:  # spacing along ``dim`` only
         shape = [1] * y._data.ndim
         shape[d] = n - 1
-        widths = _shape.reshape(x[1:] - x[:-1], tuple(shape))
+        widths = _sshape.reshape(x[1:] - x[:-1], tuple(shape))
     else:
         k = _wrap_dim(dim, x._data.ndim, op)
-        widths = _shape.narrow(x, k, 1, n - 1) - _shape.narrow(x, k, 0, n - 1)
+        widths = _sshape.narrow(x, k, 1, n - 1) - _sshape.narrow(x, k, 0, n - 1)
     return pair * widths * 0.5, d
 
 

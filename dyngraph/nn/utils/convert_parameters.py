@@ -15,7 +15,7 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 
     >>> vec = dg.nn.utils.parameters_to_vector(model.parameters())
     """
-    from ...ops.shape import cat  # noqa: PLC0415
+    from ...surface.shape import cat  # noqa: PLC0415
 
     if isinstance(parameters, Tensor):
         raise TypeError("expected an iterable of Tensors, got a single Tensor: wrap it in a list")

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..._core.state import concrete
 from ...ops.indexing import index_select
-from ...ops.shape import cat, reshape, stack, transpose
+from ...surface.shape import cat, reshape, stack, transpose
 from ...tensor import Tensor
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
