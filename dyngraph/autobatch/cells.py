@@ -18,6 +18,7 @@ and ``stats.fallbacks`` lists it.
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 
 from .._core.interpreter import pop, push
@@ -25,7 +26,11 @@ from .._core.state import STATE
 from ..ops.registry import REGISTRY, bind
 from ..tensor import Tensor
 
-__all__ = ["cell", "build", "Template", "NotTraceableError"]
+__all__ = ["cell", "build", "Template", "NotTraceableError", "SIGNATURES"]
+
+#: numbers of signatures (a primitive's in interpreter.py, a cell template's here): pending
+#: nodes are grouped by this int
+SIGNATURES = itertools.count(1)
 
 
 class NotTraceableError(Exception):
@@ -41,7 +46,7 @@ class Template:
     """
 
     __slots__ = ("name", "steps", "outs", "specs", "rgs", "multi", "weak", "batch", "batchable",
-                 "batch_reason", "is_view", "differentiable", "n_outputs", "__weakref__")
+                 "batch_reason", "is_view", "differentiable", "n_outputs", "sid", "__weakref__")
 
     def __init__(self, name, steps, outs, specs, multi, weak):
         self.name = f"cell:{name}"
@@ -57,6 +62,7 @@ class Template:
         self.is_view = False
         self.differentiable = True
         self.n_outputs = len(outs)
+        self.sid = next(SIGNATURES)
 
     def alive(self) -> bool:
         return all(r() is not None for r in self.weak)

@@ -24,15 +24,17 @@ its ``grad_fn`` selects that row from the batched graph.
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from weakref import ref as _weakref
 
 import numpy as np
 
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
+from ..ops._batching import rows_p
 from ..ops.registry import EMPTY, REGISTRY, bind
 from ..tensor import Tensor
-from .cells import NotTraceableError, Template, build
+from .cells import SIGNATURES, NotTraceableError, Template, build
 
 __all__ = ["Autobatcher", "Lazy", "PNode", "is_pending"]
 
@@ -246,7 +248,7 @@ def _range(n):
 
 
 def _idx(rows):
-    return Tensor._make(np.asarray(rows, dtype=np.int64), False, None, 0)
+    return Tensor._make(np.asarray(rows, dtype=np.intp), False, None, 0)
 
 
 class Autobatcher(Interpreter):
@@ -322,8 +324,8 @@ class Autobatcher(Interpreter):
             if self.tracing:
                 raise NotTraceableError(f"'{prim.name}' could not be shaped from stand-ins")
             return self.run_now(prim, args, params)
-        specs, multi, floats = info
-        return self._record(prim, params, args if stored is None else stored, sig, depth, specs,
+        specs, multi, floats, sid = info
+        return self._record(prim, params, args if stored is None else stored, sid, depth, specs,
                             multi, floats if rg and spec[2] and prim.differentiable else None,
                             args if const else None)
 
@@ -444,7 +446,7 @@ class Autobatcher(Interpreter):
         st = self.stats
         if st is not None:
             st.cells += 1
-        out = self._record(tmpl, EMPTY, stored, (tmpl, key), depth, tmpl.specs, True,
+        out = self._record(tmpl, EMPTY, stored, tmpl.sid, depth, tmpl.specs, True,
                            tmpl.rgs, None)
         return out if tmpl.multi else out[0]
 
@@ -476,8 +478,10 @@ class Autobatcher(Interpreter):
             STATE.interpreter, STATE.grad_enabled = prev_interp, prev_grad
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
+        # the last entry: the signature's number (``PNode.sig``: groups are keyed by ints,
+        # not by hashing the signature tuple again for every node)
         return (tuple((o._data.shape, o._data.dtype, o._data.size) for o in outs), multi,
-                tuple(o._data.dtype.kind == "f" for o in outs))
+                tuple(o._data.dtype.kind == "f" for o in outs), next(SIGNATURES))
 
     def run_now(self, prim, args, params):
         """Run a call eagerly at once (nothing per-member in it, or a value-dependent shape)."""
@@ -665,22 +669,20 @@ class Autobatcher(Interpreter):
         st = self.stats
         compute = 0.0
         if self.scheduler == "depth":
-            levels: dict = {}
+            groups: dict = {}
             for n in todo:
-                lv = levels.get(n.depth)
-                if lv is None:
-                    lv = levels[n.depth] = {}
-                g = lv.get(n.sig)
+                k = (n.depth << 32) | n.sig     # depth first, then signature
+                g = groups.get(k)
                 if g is None:
-                    lv[n.sig] = [n]
+                    groups[k] = [n]
                 else:
                     g.append(n)
-            for d in sorted(levels):
-                for group in levels[d].values():
-                    compute += self._run_group(group)
+            for k in sorted(groups):
+                compute += self._run_group(groups[k])
         else:
             compute = self._agenda(todo)
-        # forget nodes that are done and whose outputs are dead or materialised
+        # forget nodes that are done and whose outputs are dead or materialised (they would
+        # keep their group's result arrays alive)
         self.nodes = [n for n in self.nodes if n.result is None or _alive(n)]
         if st is not None:
             total = time.perf_counter() - t0
@@ -870,15 +872,28 @@ class Autobatcher(Interpreter):
         return tuple(args), tuple(batched)
 
     def _gather(self, refs, B):
-        """One tensor with member i's value in row i (or the shared value, unbatched)."""
+        """One tensor with member i's value in row i (or the shared value, unbatched).
+
+        The common case -- every member's input is a row of an executed group -- is
+        done with C-level maps and NumPy on the members' row numbers, without a Python
+        loop over members: one source group in order is used as it is; otherwise the
+        sources (each first cut to its needed rows when it is much larger) are
+        concatenated and ONE ``rows_p`` gather puts the rows in member order.
+        """
         a0 = refs[0]
-        same = True
-        for r in refs:
-            if r is not a0:
-                same = False
-                break
-        if same:
+        if len(set(map(id, refs))) == 1:
             return (self._row_value(a0) if type(a0) is Lazy else a0), False
+        kinds = set(map(type, refs))
+        if kinds == _LAZY_ONLY:
+            out = self._gather_rows(refs, B)
+            if out is not None:
+                return out, True
+        elif Lazy not in kinds:
+            ts = tuple(refs)
+            if not any(map(_RG, ts)):   # constants (labels, indices): one NumPy stack
+                if self.stats is not None:
+                    self.stats.gathers += 1
+                return Tensor._make(np.array(list(map(_DATA, ts))), False, None, 0), True
         sources: dict = {}
         singles_pos, singles = [], []
         for pos, r in enumerate(refs):
@@ -922,6 +937,52 @@ class Autobatcher(Interpreter):
         if order != _range(B):
             x = bind(index_select, (x, _idx(np.argsort(order))), {"dim": 0})
         return x, True
+
+    def _gather_rows(self, refs, B):
+        """``_gather`` when every ref is a Lazy output of a group executed batched (None
+        when some member's value is not a row: the general path handles it)."""
+        nodes = list(map(_NODE, refs))
+        rows = list(map(_ROW, nodes))
+        if None in rows:
+            return None
+        results = list(map(_RESULT, nodes))
+        rows = np.array(rows, dtype=np.intp)
+        keys = np.fromiter(map(id, results), np.intp, B)
+        multi = type(results[0]) is tuple
+        if multi:
+            keys += np.fromiter(map(_K, refs), np.intp, B)   # id(tuple) + k: unique per output
+        st = self.stats
+        if (keys == keys[0]).all():        # one source group
+            res = results[0][refs[0].k] if multi else results[0]
+            n = res._data.shape[0]
+            if st is not None:
+                st.gathers += 1
+            if n == B and (rows == _arange(B)).all():
+                return res
+            return bind(_ROWS, (res, _idx(rows)), {"n": n, "unique": _unique(rows)})
+        ukeys, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        parts = []
+        idx = np.empty(B, dtype=np.intp)
+        off = 0
+        for u in range(len(ukeys)):
+            p = int(first[u])
+            res = results[p][refs[p].k] if multi else results[p]
+            sel = inv == u
+            need = rows[sel]
+            n = res._data.shape[0]
+            if n > 2 * len(need) + 16:     # a large source: cut it to the rows needed first
+                res = bind(_ROWS, (res, _idx(need)), {"n": n, "unique": _unique(need)})
+                need = np.arange(len(need))
+                n = len(need)
+            parts.append(res)
+            idx[sel] = need + off
+            off += n
+        if st is not None:
+            st.gathers += len(parts)
+        x = bind(_CAT, tuple(parts), {"dim": 0})
+        if off == B and (idx == _arange(B)).all():
+            return x
+        return bind(_ROWS, (x, _idx(idx)), {"n": off, "unique": _unique(idx)})
 
     def _attach_hooks(self, n):
         """Tensor hooks / retain_grad of pending members act on their row of the batched
@@ -996,10 +1057,33 @@ class _Named:
 
 _STACK = REGISTRY["stack"]
 _CAT = REGISTRY["cat"]
+_ROWS = rows_p
+_LAZY_ONLY = {Lazy}
+_NODE = attrgetter("node")
+_ROW = attrgetter("row")
+_RESULT = attrgetter("result")
+_K = attrgetter("k")
+_RG = attrgetter("_rg")
+_DATA = attrgetter("_data")
+_ARANGE: dict = {}
 
 
-def _seq(n):
-    return n.seq
+def _arange(n):
+    a = _ARANGE.get(n)
+    if a is None:
+        a = _ARANGE[n] = np.arange(n)
+    return a
+
+
+def _unique(rows) -> bool:
+    """No row index repeats (the gather's gradient is then a plain scatter)."""
+    if len(rows) < 2:
+        return True
+    s = np.sort(rows)
+    return bool((s[1:] != s[:-1]).all())
+
+
+_seq = attrgetter("seq")
 
 
 def _pending_out(t, n, k) -> bool:

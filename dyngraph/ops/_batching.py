@@ -22,19 +22,51 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from .registry import REGISTRY, bind, promote_arrays
+from .registry import REGISTRY, bind, primitive, promote_arrays
 
 __all__ = [
     "elementwise", "reduction", "shift_dim", "shift_dims", "leading", "cat_rule", "stack_rule",
     "permute_rule", "reshape_rule", "index_rule", "bool_index_shape", "expand_rule", "repeat_rule", "getitem_rule", "matmul_rule",
     "linear_rule", "embedding_rule", "nll_loss_rule", "diagonal_rule", "einsum_rule",
     "gather_like", "index_select_rule", "index_update_rule", "merge_leading", "rnn_step_rule",
-    "BACKWARD_ONLY",
+    "BACKWARD_ONLY", "rows_p", "rows_backward_p",
 ]
 
 #: fallback reason of primitives that only derivative rules call (backward runs on the
 #: batched graph, outside the lazy interpreter, so these never meet a member axis)
 BACKWARD_ONLY = "derivative helper: only vjp rules call it, and backward runs on the batched graph"
+
+
+# --------------------------------------------------------------------------
+# the scheduler's gather (dg.autobatch assembles group inputs with it)
+# --------------------------------------------------------------------------
+
+@primitive("autobatch_rows", save_inputs=True, save_for=((1,), ()), nondiff_argnums=(1,),
+           torch_name="IndexSelectBackward0")
+def rows_p(x, index, n=0, unique=False):
+    """Rows ``index`` (1-D int array) of ``x`` (``n`` rows): the gather that assembles a
+    group's input from earlier groups' outputs.  ``unique``: no row is taken twice, so
+    the gradient is a plain scatter (``index_select``'s backward must use ``np.add.at``,
+    which is several times slower)."""
+    return x.take(index, axis=0)
+
+
+@primitive("autobatch_rows_backward", save_inputs=True, save_for=((1,), ()), nondiff_argnums=(1,))
+def rows_backward_p(g, index, n=0, unique=False):
+    """Zeros of ``n`` rows with ``g``'s rows added at ``index`` (the vjp of ``rows_p``)."""
+    z = np.zeros((n, *g.shape[1:]), dtype=g.dtype)
+    if unique:
+        z[index] = g
+    else:
+        np.add.at(z, index, g)
+    return z
+
+
+rows_p.defvjp(lambda g, out, x, index, n=0, unique=False:
+              rows_backward_p(g, index, n=n, unique=unique), None)
+rows_backward_p.defvjp(lambda g, out, gx, index, n=0, unique=False: rows_p(g, index, n=n), None)
+rows_p.defbatch(fallback="the scheduler's own gather: it runs outside the lazy interpreter")
+rows_backward_p.defbatch(fallback=BACKWARD_ONLY)
 
 
 def _bind(name, args, params):
