@@ -23,8 +23,10 @@ import weakref
 
 from .._core.interpreter import pop, push
 from .._core.state import STATE
+from ..ops._batching import elementwise
 from ..ops.registry import REGISTRY, bind
 from ..tensor import Tensor
+from .lazy import Lazy
 
 __all__ = ["cell", "build", "Template", "NotTraceableError", "SIGNATURES"]
 
@@ -160,9 +162,7 @@ def _build(interp, fn, name, args, kwargs):
     """Trace ``fn(*args, **kwargs)`` under a recording sub-interpreter into a Template (or
     raise :class:`NotTraceableError`).  Separate from :func:`build` so the sub-interpreter's
     references are gone before the liveness check of captured tensors."""
-    from .interpreter import Autobatcher, Lazy  # noqa: PLC0415  (the two modules form one unit)
-
-    sub = Autobatcher(stats=None)
+    sub = type(interp)(stats=None)     # a recording Autobatcher (interpreter.py imports this module)
     sub.shapes = interp.shapes
     sub.tracing = True
     inputs = {}
@@ -224,15 +224,13 @@ def _direct(node) -> bool:
     """An elementwise step whose tensor inputs all have the output's rank (>= 1): the
     batched call is the primitive itself, whatever is batched (shared inputs broadcast
     over the member axis), so replay skips the rule."""
-    from ..ops._batching import elementwise  # noqa: PLC0415  (ops floor, loaded by now)
-
     if node.prim.__class__ is Template or node.prim.batch is not elementwise:
         return False
     n = len(node.specs[0][0])
     if n == 0 or len(node.specs) != 1:
         return False
     for a in node.args:
-        d = a if type(a).__name__ == "Lazy" else getattr(a, "_data", None)
+        d = a if type(a) is Lazy else getattr(a, "_data", None)
         if d is not None and d.ndim != n:
             return False
     return True
