@@ -24,7 +24,7 @@ from .surface.elementwise import *
 from .surface.reduction import *
 from .surface.shape import *
 from .ops.linalg import *
-from .ops.indexing import *
+from .surface.indexing import *
 from .ops.nn import *
 from .ops.conv import *
 from .creation import *

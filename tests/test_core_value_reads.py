@@ -32,11 +32,11 @@ RULE_REGISTRARS = {"defvjp", "defvjp_argnum", "defjvp", "defjvp_argnum", "defbat
 ALLOWED = {
     # -- value checks: they only raise an error, never change a result ------------------
     ("ops/conv.py", "_max_unpool_nd"): "check: indices within the output volume",
-    ("ops/indexing.py", "_check_gather_like"): "check: no negative / out-of-range index",
-    ("ops/indexing.py", "_check_index_1d"): "check: index within the dimension",
-    ("ops/indexing.py", "_check_index_dims"): "check: index shape vs the input's",
-    ("ops/indexing.py", "index_reduce"): "check: index within the dimension",
-    ("ops/indexing.py", "one_hot"): "check: classes in [0, num_classes) (the count uses concrete)",
+    ("surface/indexing.py", "_check_gather_like"): "check: no negative / out-of-range index",
+    ("surface/indexing.py", "_check_index_1d"): "check: index within the dimension",
+    ("surface/indexing.py", "_check_index_dims"): "check: index shape vs the input's",
+    ("surface/indexing.py", "index_reduce"): "check: index within the dimension",
+    ("surface/indexing.py", "one_hot"): "check: classes in [0, num_classes) (the count uses concrete)",
     ("ops/nn.py", "embedding"): "check: indices within the table",
     ("ops/nn.py", "nll_loss_nd"): "check: target classes in range (ld/td alias shape reads)",
     ("nn/_functional_loss.py", "binary_cross_entropy"): "check: probabilities in [0, 1]",
@@ -45,11 +45,11 @@ ALLOWED = {
     # -- aliases read only for shape/dtype (the scan cannot follow the alias) ------------
     ("surface/shape.py", "cat"): "alias: ref.ndim",
     ("ops/linalg.py", "svd"): "alias: x.shape / x.dtype for the zero U, V",
-    ("ops/indexing.py", "_index_tensor"): "empty float index cast to int64 (no values)",
+    ("surface/indexing.py", "_index_tensor"): "empty float index cast to int64 (no values)",
     ("nn/linear.py", "forward"): "alias: d.ndim / d.shape / d.dtype",
     # -- eager-only fast paths: taken only when no interpreter is active ---------------
-    ("ops/indexing.py", "_assign"): "eager fast path (STATE.interpreter is None)",
-    ("ops/indexing.py", "masked_fill_"): "eager fast path (STATE.interpreter is None)",
+    ("surface/indexing.py", "_assign"): "eager fast path (STATE.interpreter is None)",
+    ("surface/indexing.py", "masked_fill_"): "eager fast path (STATE.interpreter is None)",
     # -- the in-place / view machinery: moves arrays between slots, reads no values ------
     ("ops/inplace.py", "_rebase_view"): "view bookkeeping",
     ("ops/inplace.py", "_write"): "stores a computed array into the target (on_inplace told)",

@@ -14,10 +14,10 @@ import numpy as np
 
 from .._core.state import concrete
 from ..ops.nn import log_softmax, nll_loss_nd
-from ..surface.shape import reshape
 from ..surface import elementwise as E
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
+from ..surface.shape import reshape
 from ._functional_common import as_tensor as _t
 from ._functional_common import const as _const
 from ._functional_common import require_float as _require_float
@@ -328,7 +328,7 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     if x2.ndim != 2 or y.shape[0] != x2.shape[0]:
         raise ValueError(f"multi_margin_loss: expected input (N, C) and target (N,), got shapes "
                          f"{list(x.shape)} and {list(_t(target, 'multi_margin_loss').shape)}")
-    from ..ops.indexing import gather, one_hot  # noqa: PLC0415
+    from ..surface.indexing import gather, one_hot  # noqa: PLC0415
 
     c = x2.shape[1]
     x_y = gather(x2, 1, y.unsqueeze(1))

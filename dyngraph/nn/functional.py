@@ -18,7 +18,6 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import concrete
-from ..ops.indexing import one_hot
 from ..ops.nn import (
     embedding,
     embedding_backward_p,
@@ -29,11 +28,12 @@ from ..ops.nn import (
     softmax,
 )
 from ..ops.registry import bind
-from ..surface.shape import pad, reshape
 from ..random import rng_of
 from ..surface import elementwise as E
+from ..surface.indexing import one_hot
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
+from ..surface.shape import pad, reshape
 from ..tensor import Tensor
 from ._functional_common import as_tensor, const, require_float
 
@@ -756,7 +756,7 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft
-    from ..ops.indexing import scatter  # noqa: PLC0415
+    from ..surface.indexing import scatter  # noqa: PLC0415
 
     index = y_soft.argmax(dim, keepdim=True)
     y_hard = scatter(y_soft.detach() * 0.0, dim, index, 1.0)

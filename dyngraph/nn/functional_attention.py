@@ -22,8 +22,8 @@ import numpy as np
 from .._core.state import concrete
 from ..ops.linalg import matmul
 from ..ops.nn import linear, softmax
-from ..surface.shape import cat, permute, reshape, split, transpose
 from ..surface.reduction import mean
+from ..surface.shape import cat, permute, reshape, split, transpose
 from ..tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]

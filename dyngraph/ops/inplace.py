@@ -84,7 +84,7 @@ def _rebase_view(self: Tensor, res: Tensor, op: str) -> Tensor:
     view's elements replaced by ``res`` (an out-of-place ``index_put``), so gradients flow
     to whatever the base and the new values depend on; the view then reads from that new
     base.  Returns the view's new value, with its graph node."""
-    from .indexing import index_put  # noqa: PLC0415  (indexing imports this module)
+    from ..surface.indexing import index_put  # noqa: PLC0415  (indexing imports this module)
 
     root = self._base
     if root._rg and root._fn is None:

@@ -417,7 +417,7 @@ clip = clamp
 def where(condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other`` (broadcast)."""
     if input is None and other is None:
-        from ..ops.indexing import nonzero  # noqa: PLC0415
+        from .indexing import nonzero  # noqa: PLC0415
 
         return nonzero(condition, as_tuple=True)
     condition = as_tensor_arg(condition, "where")

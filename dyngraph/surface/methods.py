@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..ops._util import install
 from . import elementwise as _ew
+from . import indexing as _idx
 from . import inplace as _ip
 from . import reduction as _red
 from . import shape as _shp
@@ -153,6 +154,37 @@ METHODS.update({"unsqueeze_": _shp._view_inplace(_shp.unsqueeze, "unsqueeze_"),
                 "t_": _shp._view_inplace(_shp.t, "t_"), "transpose_": _shp._view_inplace(_shp.transpose, "transpose_"),
                 "swapaxes_": _shp._view_inplace(_shp.transpose, "swapaxes_"),
                 "swapdims_": _shp._view_inplace(_shp.transpose, "swapdims_")})
+
+
+# -- indexing (x[i], x[i] = v, gather/scatter, index_*, masks, sorting) ----------------
+METHODS.update({
+    "__getitem__": _idx._getitem, "__setitem__": _idx._setitem,
+    "index_put": lambda self, indices, values, accumulate=False: _idx.index_put(self, indices, values, accumulate),
+    "index_put_": _idx.index_put_,
+    "gather": _idx._method(_idx.gather), "scatter": _idx._scatter_method, "scatter_add": _idx._method(_idx.scatter_add),
+    "scatter_reduce": _idx._method(_idx.scatter_reduce),
+    "scatter_": _idx._inplace(_idx._scatter_method, "scatter_"),
+    "scatter_add_": _idx._inplace(_idx.scatter_add, "scatter_add_"),
+    "scatter_reduce_": _idx._inplace(_idx.scatter_reduce, "scatter_reduce_"),
+    "index_select": _idx._method(_idx.index_select), "index_add": _idx._method(_idx.index_add),
+    "index_copy": _idx._method(_idx.index_copy), "index_fill": _idx._method(_idx.index_fill),
+    "index_add_": _idx._inplace(_idx.index_add, "index_add_"), "index_copy_": _idx._inplace(_idx.index_copy, "index_copy_"),
+    "index_fill_": _idx._index_fill_, "index_reduce": _idx._method(_idx.index_reduce),
+    "put": _idx._method(_idx.put), "put_": _idx._inplace(_idx.put, "put_"),
+    "index_reduce_": _idx._inplace(_idx.index_reduce, "index_reduce_"),
+    "masked_fill": _idx._method(_idx.masked_fill), "masked_fill_": _idx.masked_fill_,
+    "masked_select": _idx._method(_idx.masked_select), "masked_scatter": _idx._method(_idx.masked_scatter),
+    "masked_scatter_": _idx._inplace(_idx.masked_scatter, "masked_scatter_"),
+    "take": _idx._method(_idx.take), "take_along_dim": _idx._method(_idx.take_along_dim),
+    "nonzero": _idx._method(_idx.nonzero), "argwhere": _idx._method(_idx.argwhere),
+    "sort": _idx._method(_idx.sort), "argsort": _idx._method(_idx.argsort), "msort": _idx._method(_idx.msort),
+    "topk": _idx._method(_idx.topk), "kthvalue": _idx._method(_idx.kthvalue), "unique": _idx._method(_idx.unique),
+    "bucketize": _idx._method(_idx.bucketize),
+})
+METHODS.update({"fill_diagonal_": _idx.fill_diagonal_})
+METHODS.update({"isin": _idx.isin, "bincount": _idx.bincount})
+METHODS.update({"quantile": _idx.quantile})
+METHODS.update({"histc": _idx.histc, "unique_consecutive": _idx.unique_consecutive})
 
 
 # -- attach -------------------------------------------------------------------------------

@@ -846,7 +846,7 @@ def _unfold_method(self, dimension: int, size: int, step: int):
     """Sliding windows of ``size`` with stride ``step`` along ``dimension``; the windows
     become a new last dimension (``x.unfold(0, 2, 1)`` on ``[1, 2, 3]`` -> ``[[1, 2], [2, 3]]``).
     """
-    from ..ops.indexing import index_select  # noqa: PLC0415  (indexing imports this module)
+    from .indexing import index_select  # noqa: PLC0415  (indexing imports this module)
 
     d = _wrap_dim(dimension, max(self.ndim, 1), "unfold")
     length = self.shape[d] if self.ndim else 1
@@ -924,7 +924,7 @@ def combinations(input, r: int = 2, with_replacement: bool = False):
     import itertools  # noqa: PLC0415
 
     from ..creation import from_numpy  # noqa: PLC0415
-    from ..ops.indexing import index_select  # noqa: PLC0415
+    from .indexing import index_select  # noqa: PLC0415
 
     if input.ndim != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")

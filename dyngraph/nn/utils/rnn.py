@@ -22,7 +22,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..._core.state import concrete
-from ...ops.indexing import index_select
+from ...surface.indexing import index_select
 from ...surface.shape import cat, reshape, stack, transpose
 from ...tensor import Tensor
 
