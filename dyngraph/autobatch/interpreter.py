@@ -296,25 +296,42 @@ class Autobatcher(Interpreter):
 
     def call_cell(self, fn, name, cache, args, kwargs):
         """A call of a ``dg.autobatch.cell`` function: one pending node replaying its template."""
-        parts = []
+        # the key, flat: per argument (shape, dtype, requires_grad), a parameter
+        # (id, shape, dtype, _PARAM), a Python value (type, value, _VALUE) -- the first
+        # entry's type (tuple / int / type) tells the kinds apart
+        key = [STATE.grad_enabled]
+        add = key.append
         depth = 0
         stored = list(args)
-        for i, a in enumerate(args):
+        i = 0
+        for a in args:
             if isinstance(a, Tensor):
                 d = a._data
                 if type(d) is Lazy:
-                    parts.append((d.shape, d.dtype, a._rg))
-                    nd = d.node.depth if d.node.result is None else -1    # as in process()
-                    if nd >= depth:
-                        depth = nd + 1
+                    add(d.shape)
+                    add(d.dtype)
+                    add(a._rg)
+                    m = d.node
+                    if m.result is None and m.depth >= depth:    # as in process()
+                        depth = m.depth + 1
                     stored[i] = d
                 elif a._rg and a._fn is None:
-                    parts.append(("param", id(a), d.shape, d.dtype))
+                    add(id(a))
+                    add(d.shape)
+                    add(d.dtype)
+                    add(_PARAM)
                 else:
-                    parts.append((d.shape, d.dtype, a._rg))
+                    add(d.shape)
+                    add(d.dtype)
+                    add(a._rg)
             else:
-                parts.append((type(a), a))
-        key = (STATE.grad_enabled, tuple(parts), tuple(sorted(kwargs.items())) if kwargs else ())
+                add(type(a))
+                add(a)
+                add(_VALUE)
+            i += 1
+        if kwargs:
+            add(tuple(sorted(kwargs.items())))
+        key = tuple(key)
         try:
             tmpl = cache.get(key)
         except TypeError:   # unhashable non-tensor arguments: inline
@@ -343,6 +360,10 @@ class Autobatcher(Interpreter):
         Returns ``(specs, multi)`` or ``"eager"`` when the stand-ins cannot stand in (the
         call then runs for real, which also raises eager's error where there is one).
         """
+        if prim is _STACK and len(args) > 8:
+            info = _stack_spec(args, params)
+            if info is not None:
+                return info
         stand = []
         for a in args:
             if isinstance(a, Tensor):
@@ -971,6 +992,28 @@ def _unique(rows) -> bool:
 
 
 _seq = attrgetter("seq")
+_PARAM = "param"   # markers in a cell's call key (call_cell)
+_VALUE = "value"
+
+
+def _stack_spec(args, params):
+    """The output spec of ``stack`` of many equal-shaped tensors of one dtype (a list of
+    per-node losses): computed, not run on stand-ins (thousands of zero arrays)."""
+    if not all(isinstance(a, Tensor) for a in args):
+        return None
+    d0 = args[0]._data
+    shape, dtype = d0.shape, d0.dtype
+    for a in args:
+        d = a._data
+        if d.shape != shape or d.dtype != dtype:
+            return None
+    dim = params.get("dim", 0)
+    n = len(shape) + 1
+    if type(dim) is not int or not -n <= dim < n:
+        return None     # the stand-in run raises eager's error
+    dim %= n
+    out = (*shape[:dim], len(args), *shape[dim:])
+    return (((out, dtype, int(np.prod(out))),), False, (dtype.kind == "f",), next(SIGNATURES))
 
 
 def _pending_out(t, n, k) -> bool:
