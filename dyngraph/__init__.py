@@ -25,6 +25,7 @@ from .surface.reduction import *
 from .surface.shape import *
 from .ops.linalg import *
 from .surface.indexing import *
+from .surface.sorting import *
 from .ops.nn import *
 from .ops.conv import *
 from .creation import *

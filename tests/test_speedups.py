@@ -248,7 +248,7 @@ def test_c_and_python_dispatch_agree_on_views_variadic_and_none_inputs(case, gra
 
 @pytest.mark.parametrize("grad", [True, False])
 def test_c_and_python_dispatch_agree_on_several_outputs(grad):
-    from dyngraph.ops.indexing import sort_p, topk_p
+    from dyngraph.ops.sorting import sort_p, topk_p
 
     x = dg.tensor(np.random.default_rng(0).standard_normal((3, 5)), requires_grad=grad)
     for prim, params in ((sort_p, {"dim": 1, "descending": False}), (topk_p, {"k": 2, "dim": 1})):

@@ -14,6 +14,7 @@ from . import indexing as _idx
 from . import inplace as _ip
 from . import reduction as _red
 from . import shape as _shp
+from . import sorting as _srt
 
 METHODS: dict = {}
 
@@ -177,14 +178,14 @@ METHODS.update({
     "masked_scatter_": _idx._inplace(_idx.masked_scatter, "masked_scatter_"),
     "take": _idx._method(_idx.take), "take_along_dim": _idx._method(_idx.take_along_dim),
     "nonzero": _idx._method(_idx.nonzero), "argwhere": _idx._method(_idx.argwhere),
-    "sort": _idx._method(_idx.sort), "argsort": _idx._method(_idx.argsort), "msort": _idx._method(_idx.msort),
-    "topk": _idx._method(_idx.topk), "kthvalue": _idx._method(_idx.kthvalue), "unique": _idx._method(_idx.unique),
-    "bucketize": _idx._method(_idx.bucketize),
+    "sort": _idx._method(_srt.sort), "argsort": _idx._method(_srt.argsort), "msort": _idx._method(_srt.msort),
+    "topk": _idx._method(_srt.topk), "kthvalue": _idx._method(_srt.kthvalue), "unique": _idx._method(_srt.unique),
+    "bucketize": _idx._method(_srt.bucketize),
 })
 METHODS.update({"fill_diagonal_": _idx.fill_diagonal_})
 METHODS.update({"isin": _idx.isin, "bincount": _idx.bincount})
-METHODS.update({"quantile": _idx.quantile})
-METHODS.update({"histc": _idx.histc, "unique_consecutive": _idx.unique_consecutive})
+METHODS.update({"quantile": _srt.quantile})
+METHODS.update({"histc": _idx.histc, "unique_consecutive": _srt.unique_consecutive})
 
 
 # -- attach -------------------------------------------------------------------------------
