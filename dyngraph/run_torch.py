@@ -50,7 +50,9 @@ class MissingTorchModuleError(ModuleNotFoundError):
 # (``from torch.distributions.normal import Normal`` finds ``dyngraph.distributions.Normal``).
 _LAYOUT = {
     **{f"torch.distributions.{m}": "dyngraph.distributions"
-       for m in ("normal", "categorical", "bernoulli", "distribution", "kl")},
+       for m in ("normal", "categorical", "bernoulli", "beta", "binomial", "cauchy", "dirichlet", "exponential",
+                 "gamma", "geometric", "independent", "laplace", "log_normal", "multivariate_normal",
+                 "one_hot_categorical", "poisson", "transformed_distribution", "uniform")},
     "torch.amp.grad_scaler": "dyngraph.amp",
     "torch.amp.autocast_mode": "dyngraph.amp",
     "torch.cuda.amp.grad_scaler": "dyngraph.cuda.amp",
