@@ -23,7 +23,7 @@ from . import ops
 from .surface.elementwise import *
 from .surface.reduction import *
 from .surface.shape import *
-from .ops.linalg import *
+from .surface.linalg import *
 from .surface.indexing import *
 from .surface.sorting import *
 from .ops.nn import *

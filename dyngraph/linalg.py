@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import linalg as _lin
 from .ops._util import as_tensor_arg
 from .surface import elementwise as _ew
+from .surface import linalg as _lin
 from .surface import reduction as _red
 from .tensor import Tensor, _wrap_dim
 

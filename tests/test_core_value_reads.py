@@ -44,7 +44,7 @@ ALLOWED = {
     ("surface/shape.py", "_view_method"): "check: can the array be viewed without a copy",
     # -- aliases read only for shape/dtype (the scan cannot follow the alias) ------------
     ("surface/shape.py", "cat"): "alias: ref.ndim",
-    ("ops/linalg.py", "svd"): "alias: x.shape / x.dtype for the zero U, V",
+    ("surface/linalg.py", "svd"): "alias: x.shape / x.dtype for the zero U, V",
     ("surface/indexing.py", "_index_tensor"): "empty float index cast to int64 (no values)",
     ("nn/linear.py", "forward"): "alias: d.ndim / d.shape / d.dtype",
     # -- eager-only fast paths: taken only when no interpreter is active ---------------

@@ -998,8 +998,8 @@ def _pool_matrix(n_in, n_out, dtype):
 
 
 def _adaptive_avg_nd(op, nd, input, output_size):
+    from ..surface.linalg import matmul  # noqa: PLC0415
     from ..surface.shape import transpose  # noqa: PLC0415
-    from .linalg import matmul  # noqa: PLC0415
 
     input = as_tensor_arg(input, op)
     _check_float(op, input)
@@ -1244,8 +1244,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode.startswith("nearest"):
         index = tuple(_nearest_index(sp[i], out[i], scales[i], mode == "nearest-exact") for i in range(nd))
         return bind(upsample_nearest_p, (input,), {"index": index})
+    from ..surface.linalg import matmul  # noqa: PLC0415
     from ..surface.shape import transpose  # noqa: PLC0415
-    from .linalg import matmul  # noqa: PLC0415
 
     ac = bool(align_corners)
     dt = input._data.dtype

@@ -380,7 +380,7 @@ def mm(mat1, mat2) -> Tensor:
         return _spmm(mat2.t(), mat1.t(), "sparse.mm").t()
     if isinstance(mat1, SparseTensor):
         return _spmm(mat1, mat2.to_dense(), "sparse.mm")
-    from ..ops.linalg import mm as dense_mm  # noqa: PLC0415
+    from ..surface.linalg import mm as dense_mm  # noqa: PLC0415
 
     return dense_mm(mat1, mat2)
 
@@ -413,7 +413,7 @@ def matmul(input, other):
         if isinstance(other, Tensor) and other.ndim == 1 and isinstance(input, SparseTensor):
             return _spmm(input, other, "matmul")
         return mm(input, other)
-    from ..ops.linalg import matmul as dense_matmul  # noqa: PLC0415
+    from ..surface.linalg import matmul as dense_matmul  # noqa: PLC0415
 
     return dense_matmul(input, other)
 

@@ -12,6 +12,7 @@ from ..ops._util import install
 from . import elementwise as _ew
 from . import indexing as _idx
 from . import inplace as _ip
+from . import linalg as _lin
 from . import reduction as _red
 from . import shape as _shp
 from . import sorting as _srt
@@ -186,6 +187,20 @@ METHODS.update({"fill_diagonal_": _idx.fill_diagonal_})
 METHODS.update({"isin": _idx.isin, "bincount": _idx.bincount})
 METHODS.update({"quantile": _srt.quantile})
 METHODS.update({"histc": _idx.histc, "unique_consecutive": _srt.unique_consecutive})
+
+
+# -- linear algebra (a @ b, x.mm(y), x.diagonal(), x.tril_()) --------------------------
+METHODS.update({
+    "matmul": _lin.matmul, "__matmul__": _lin._matmul_method, "__rmatmul__": _lin._rmatmul_method,
+    "mm": _lin.mm, "bmm": _lin.bmm, "mv": _lin.mv, "dot": _lin.dot, "vdot": _lin.vdot, "outer": _lin.outer, "ger": _lin.ger,
+    "addmm": _lin.addmm, "addmv": _lin.addmv, "baddbmm": _lin.baddbmm, "addbmm": _lin.addbmm, "addr": _lin.addr,
+    "inner": _lin.inner, "kron": _lin.kron, "diagonal": _lin.diagonal, "diag": _lin.diag, "diagflat": _lin.diagflat, "diag_embed": _lin.diag_embed,
+    "trace": _lin.trace, "tril": _lin.tril, "triu": _lin.triu, "inverse": _lin.inverse, "det": _lin.det,
+    "slogdet": _lin.slogdet, "logdet": _lin.logdet, "cholesky": _lin.cholesky, "qr": _lin.qr,
+})
+METHODS.update({"tril_": _lin._tri_inplace(_lin.tril, "tril_"), "triu_": _lin._tri_inplace(_lin.triu, "triu_")})
+METHODS.update({"svd": _lin.svd, "pinverse": _lin.pinverse})
+METHODS.update({"cross": _lin.cross})
 
 
 # -- attach -------------------------------------------------------------------------------
