@@ -51,7 +51,9 @@ def _program(W, U, xs, order):
     c = [a[i] * b[j] for i, j in order]               # members from both, scrambled, repeated
     d = [dg.tanh(ci @ W) + a[k] for k, ci in enumerate(c)]
     # one group over rows of a large source (cut first) and of a small one, interleaved
-    e = [(t * 2.0).sum() for pair in zip(a[7:10], b, strict=True) for t in pair]
+    # ... and of a group of one (its result is the member's own value, not a row)
+    lone = dg.exp(xs[0] @ W)
+    e = [(t * 2.0).sum() for pair in zip(a[7:10], b, strict=True) for t in pair] + [(lone * 2.0).sum()]
     return dg.stack([t.sum() for t in d + c]).sum() + dg.stack(e).sum()
 
 

@@ -847,21 +847,29 @@ class Autobatcher(Interpreter):
         return x, True
 
     def _gather_rows(self, refs, B):
-        """``_gather`` when every ref is a Lazy output of a group executed batched (None
-        when some member's value is not a row: the general path handles it)."""
+        """``_gather`` when every ref is a Lazy output of an executed node.  A node whose
+        result is its own value (``row`` None: a group of one, a member run alone) is a
+        source of one row."""
         nodes = list(map(_NODE, refs))
         rows = list(map(_ROW, nodes))
-        if None in rows:
-            return None
+        whole = None in rows
+        if whole:
+            rows = [-1 if r is None else r for r in rows]
         results = list(map(_RESULT, nodes))
         rows = np.array(rows, dtype=np.intp)
         keys = np.fromiter(map(id, results), np.intp, B)
-        multi = type(results[0]) is tuple
+        # tuples (multi-output groups) and tensors may mix: a group of one cell call
+        # holds the member's own outputs
+        multi = tuple in set(map(type, results))
         if multi:
             keys += np.fromiter(map(_K, refs), np.intp, B)   # id(tuple) + k: unique per output
         st = self.stats
         if (keys == keys[0]).all():        # one source group
-            res = results[0][refs[0].k] if multi else results[0]
+            res = results[0]
+            if type(res) is tuple:
+                res = res[refs[0].k]
+            if whole and rows[0] < 0:      # the same value for every member, unbatched
+                return None
             n = res._data.shape[0]
             if st is not None:
                 st.gathers += 1
@@ -874,9 +882,14 @@ class Autobatcher(Interpreter):
         off = 0
         for u in range(len(ukeys)):
             p = int(first[u])
-            res = results[p][refs[p].k] if multi else results[p]
+            res = results[p]
+            if type(res) is tuple:
+                res = res[refs[p].k]
             sel = inv == u
             need = rows[sel]
+            if need[0] < 0:                # a member's own value: one row
+                res = bind(_RESHAPE, (res,), {"shape": (1, *res._data.shape)})
+                need = np.zeros(len(need), dtype=np.intp)
             n = res._data.shape[0]
             if n > 2 * len(need) + 16:     # a large source: cut it to the rows needed first
                 res = bind(_ROWS, (res, _idx(need)), {"n": n, "unique": _unique(need)})
@@ -966,6 +979,7 @@ class _Named:
 _STACK = REGISTRY["stack"]
 _CAT = REGISTRY["cat"]
 _ROWS = rows_p
+_RESHAPE = REGISTRY["reshape"]
 _LAZY_ONLY = {Lazy}
 _NODE = attrgetter("node")
 _ROW = attrgetter("row")
