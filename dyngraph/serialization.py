@@ -189,10 +189,21 @@ def _defaults() -> dict[str, Any]:
         todo.extend(cls.__subclasses__())
     for key, obj in vars(F).items():
         # the tensor functions of nn.functional (relu, conv2d, ...), not helpers it imports
+        mod = str(getattr(obj, "__module__", ""))
         if (not key.startswith("_") and isinstance(obj, (types.FunctionType, types.BuiltinFunctionType))
-                and str(getattr(obj, "__module__", "")).startswith(("dyngraph.nn.", "dyngraph.ops."))):
+                and mod.startswith(("dyngraph.nn.", "dyngraph.ops.", "dyngraph.surface."))):
             table[_qualname(obj)] = obj
+            if mod.startswith("dyngraph.surface."):
+                # checkpoints written before the surface layer existed name the function
+                # by its old home in dyngraph.ops
+                table[f"{_OLD_HOMES.get(mod, mod.replace('.surface.', '.ops.', 1))}.{obj.__qualname__}"] = obj
     return table
+
+
+# surface modules whose functions lived in a differently named ops module before
+_OLD_HOMES = {"dyngraph.surface.sorting": "dyngraph.ops.indexing",
+              "dyngraph.surface.pooling": "dyngraph.ops.conv",
+              "dyngraph.surface.resampling": "dyngraph.ops.conv"}
 
 
 def _defined_modules() -> dict[str, Any]:

@@ -304,3 +304,14 @@ def test_weights_only_false_still_refuses_everything_else(root):
     with pytest.raises(CheckpointError, match="crafted.safetensors"):
         dg.load(f, weights_only=False)
     assert set(sys.modules) <= before
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("dyngraph.ops.shape.pad", "pad"),             # the name written before dyngraph/surface existed
+    ("dyngraph.surface.shape.pad", "pad"),         # the name written now
+    ("dyngraph.ops.indexing.one_hot", "one_hot"),
+])
+def test_functions_load_under_their_old_and_new_module_names(name, fn):
+    root = _module_node("dyngraph.nn.flatten.Flatten", attrs=[["act", {"G": name}]])
+    m = dg.load(io.BytesIO(_craft(root)), weights_only=False)
+    assert m.act is getattr(dg.nn.functional, fn)
