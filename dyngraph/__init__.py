@@ -26,7 +26,7 @@ from .surface.shape import *
 from .surface.linalg import *
 from .surface.indexing import *
 from .surface.sorting import *
-from .ops.nn import *
+from .surface.nn import *
 from .ops.conv import *
 from .creation import *
 from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-from .ops.nn import log_softmax, softmax
 from .surface.elementwise import (
     digamma,
     erf,
@@ -28,6 +27,7 @@ from .surface.elementwise import (
 from .surface.elementwise import digamma as psi
 from .surface.elementwise import lgamma as gammaln
 from .surface.elementwise import sigmoid as expit
+from .surface.nn import log_softmax, softmax
 from .surface.reduction import logsumexp
 
 __all__ = ["erf", "erfc", "exp2", "expm1", "log1p", "logit", "round", "expit", "sinc", "xlogy",

@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 
 from .._core.state import concrete
-from ..ops.nn import log_softmax, nll_loss_nd
 from ..surface import elementwise as E
+from ..surface.nn import log_softmax, nll_loss_nd
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import reshape

@@ -18,19 +18,12 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import concrete
-from ..ops.nn import (
-    embedding,
-    embedding_backward_p,
-    embedding_p,
-    layer_norm_p,
-    linear,
-    log_softmax,
-    softmax,
-)
+from ..ops.nn import embedding_backward_p, embedding_p, layer_norm_p
 from ..ops.registry import bind
 from ..random import rng_of
 from ..surface import elementwise as E
 from ..surface.indexing import one_hot
+from ..surface.nn import embedding, linear, log_softmax, softmax
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import pad, reshape
@@ -144,7 +137,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     flat_t = _const(flat.astype(np.int64))
     keep = flat != pad
     if max_norm is not None:
-        from ..ops.nn import embedding_renorm_  # noqa: PLC0415
+        from ..surface.nn import embedding_renorm_  # noqa: PLC0415
 
         embedding_renorm_(weight, flat_t, max_norm, norm_type)
     rows = embedding(flat_t, weight, padding_idx=None if pad < 0 else pad,

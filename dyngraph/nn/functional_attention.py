@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from .._core.state import concrete
-from ..ops.nn import linear, softmax
 from ..surface.linalg import matmul
+from ..surface.nn import linear, softmax
 from ..surface.reduction import mean
 from ..surface.shape import cat, permute, reshape, split, transpose
 from ..tensor import Tensor

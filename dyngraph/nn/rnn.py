@@ -24,9 +24,9 @@ import warnings
 
 import numpy as np
 
-from ..ops.nn import linear
 from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
 from ..surface.indexing import index_select
+from ..surface.nn import linear
 from ..surface.shape import cat, reshape, stack, transpose, unsqueeze
 from ..tensor import Tensor
 from . import functional as F

@@ -13,6 +13,7 @@ from . import elementwise as _ew
 from . import indexing as _idx
 from . import inplace as _ip
 from . import linalg as _lin
+from . import nn as _nn
 from . import reduction as _red
 from . import shape as _shp
 from . import sorting as _srt
@@ -201,6 +202,13 @@ METHODS.update({
 METHODS.update({"tril_": _lin._tri_inplace(_lin.tril, "tril_"), "triu_": _lin._tri_inplace(_lin.triu, "triu_")})
 METHODS.update({"svd": _lin.svd, "pinverse": _lin.pinverse})
 METHODS.update({"cross": _lin.cross})
+
+
+# -- fused nn functions (x.softmax(dim), x.log_softmax(dim)) ---------------------------
+METHODS.update({
+    "softmax": lambda self, dim=None, dtype=None: _nn.softmax(self, dim, dtype=dtype),
+    "log_softmax": lambda self, dim=None, dtype=None: _nn.log_softmax(self, dim, dtype=dtype),
+})
 
 
 # -- attach -------------------------------------------------------------------------------
