@@ -77,6 +77,9 @@ _GAPS = {
     "torch.istft": "dyngraph has no complex dtypes",
     "torch.sparse_csr_tensor": "dyngraph's sparse tensors are COO only (torch.sparse_coo_tensor, x.to_sparse())",
     "torch.Tensor.to_sparse_csr": "dyngraph's sparse tensors are COO only (x.to_sparse())",
+    "torch.nn.utils.parametrizations.orthogonal": "it needs torch.linalg.matrix_exp / householder_product, "
+                                                  "which dyngraph lacks (weight_norm and spectral_norm are there)",
+    "torch.linalg.matrix_exp": "not implemented in dyngraph yet",
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..ops import conv as C
+from ..surface import conv as C
 from ..surface.shape import pad as _pad
 from ..tensor import Tensor
 from . import init
@@ -99,9 +99,9 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
-    def _check(self, x: Tensor) -> None:
+    def _check(self, x: Tensor, w: Tensor) -> None:
+        # w is the weight forward reads once: a parametrized weight is computed on each read
         check_spatial_input(self, x, self._nd, self.in_channels)
-        w = self.weight
         if x._data.dtype != w._data.dtype:
             raise RuntimeError(
                 f"{type(self).__name__}: input dtype {str(x.dtype).replace('dyngraph.', '')} does not "
@@ -160,8 +160,9 @@ class _Conv(_ConvNd):
                           self.padding, self.dilation, self.groups)
 
     def forward(self, input: Tensor) -> Tensor:
-        self._check(input)
-        return self._conv_forward(input, self.weight, self.bias)
+        weight = self.weight
+        self._check(input, weight)
+        return self._conv_forward(input, weight, self.bias)
 
 
 class Conv1d(_Conv):
@@ -201,10 +202,11 @@ class _ConvTranspose(_ConvNd):
                          bias, padding_mode, output_padding, device, dtype)
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
-        self._check(input)
+        weight = self.weight
+        self._check(input, weight)
         return C._conv_transpose_nd(
             type(self).__name__.replace("ConvTranspose", "conv_transpose").lower(), self._nd, input,
-            self.weight, self.bias, self.stride, self.padding,
+            weight, self.bias, self.stride, self.padding,
             self.output_padding, self.groups, self.dilation, output_size)
 
 

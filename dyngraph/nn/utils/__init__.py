@@ -16,3 +16,12 @@ try:
     from . import rnn  # noqa: F401
 except ImportError:
     pass
+
+
+def __getattr__(name):
+    # parametrize builds on nn's containers, which load after nn.utils: imported on first use
+    if name in ("parametrize", "parametrizations"):
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
