@@ -44,7 +44,7 @@ static Py_ssize_t p_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, 
 static PyTypeObject *PrimitiveType = NULL;
 
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
-    *s_out_vc, *s_same, *s_float, *s_f, *s_base, *s_out_meta;
+    *s_out_vc, *s_same, *s_float, *s_f, *s_base, *s_out_meta, *s_flags, *s_writeable, *s_owndata;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 /* truthiness with a fast path for the bools the Python code normally stores */
@@ -677,6 +677,37 @@ fail_node:
 }
 
 
+/* engine._add_to_buffer's test: `old` (a buffer entry, borrowed) is referenced by the buffer
+   only, an exact ndarray owning writeable memory, with gi's shape and dtype: old += gi gives
+   the same values as old + gi without a new array.  1 yes, 0 no, -1 error. */
+static int addable_in_place(PyObject *old, PyObject *gi) {
+    if (Py_REFCNT(old) != 1 || Py_TYPE(old) != ArrayType || Py_TYPE(gi) != ArrayType) return 0;
+    PyObject *b = PyObject_GetAttr(old, s_base);
+    if (b == NULL) return -1;
+    int ok = b == Py_None;
+    Py_DECREF(b);
+    if (!ok) return 0;
+    PyObject *d1 = PyObject_GetAttr(old, s_dtype), *d2 = d1 ? PyObject_GetAttr(gi, s_dtype) : NULL;
+    ok = d2 == NULL ? -1 : (d1 == d2 ? 1 : PyObject_RichCompareBool(d1, d2, Py_EQ));
+    Py_XDECREF(d1);
+    Py_XDECREF(d2);
+    if (ok != 1) return ok;
+    PyObject *s1 = shape_of(old), *s2 = s1 ? shape_of(gi) : NULL;
+    ok = s2 == NULL ? -1 : PyObject_RichCompareBool(s1, s2, Py_EQ);
+    Py_XDECREF(s1);
+    Py_XDECREF(s2);
+    if (ok != 1) return ok;
+    PyObject *flags = PyObject_GetAttr(old, s_flags);
+    if (flags == NULL) return -1;
+    PyObject *w = PyObject_GetAttr(flags, s_writeable);
+    PyObject *o = w ? PyObject_GetAttr(flags, s_owndata) : NULL;
+    Py_DECREF(flags);
+    ok = o == NULL ? -1 : (w == Py_True && o == Py_True);
+    Py_XDECREF(w);
+    Py_XDECREF(o);
+    return ok;
+}
+
 /*
  * backward_loop: the engine's plain-backward loop (dyngraph/autograd/engine.py).
  * Runs nodes whose gradients have all arrived; simple nodes (a Primitive with
@@ -708,6 +739,9 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             Py_INCREF(g);
             if (PyDict_DelItem(buffers, v) < 0) goto fail_v;
         }
+        /* the buffer held the only other reference: g is the engine's alone (a leaf's first
+           gradient need not be copied, engine._accumulate) */
+        int own = g != NULL && Py_REFCNT(g) == 1;
         PyObject *gg = g ? g : Py_None;
         int fast = PyObject_TypeCheck(v, NodeType) && g != NULL;
         PyObject *prim = NULL, *rules = NULL;
@@ -742,8 +776,9 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             Py_DECREF(sp);
         }
         if (!fast) {
-            PyObject *cb = PyObject_TypeCheck(v, NodeType) ? general_cb : leaf_cb;
-            PyObject *r = PyObject_CallFunctionObjArgs(cb, v, gg, NULL);
+            PyObject *r = PyObject_TypeCheck(v, NodeType)
+                              ? PyObject_CallFunctionObjArgs(general_cb, v, gg, NULL)
+                              : PyObject_CallFunctionObjArgs(leaf_cb, v, gg, own ? Py_True : Py_False, NULL);
             if (r == NULL) goto fail_g;
             Py_DECREF(r);
             Py_XDECREF(g);
@@ -895,8 +930,15 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                         Py_DECREF(callargs);
                         goto fail_nones;
                     }
+                    int inplace = old != NULL ? addable_in_place(old, gi) : 0;
+                    if (inplace < 0) {
+                        Py_DECREF(gi);
+                        Py_DECREF(callargs);
+                        goto fail_nones;
+                    }
                     if (old != NULL) {
-                        PyObject *sum = PyNumber_Add(old, gi);
+                        /* in place when the buffer is the engine's alone (engine._add_to_buffer) */
+                        PyObject *sum = inplace ? PyNumber_InPlaceAdd(old, gi) : PyNumber_Add(old, gi);
                         Py_DECREF(gi);
                         if (sum == NULL) {
                             Py_DECREF(callargs);
@@ -1044,6 +1086,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     INTERN(s_special, "special");
     INTERN(s_base, "base");
     INTERN(s_out_meta, "out_meta");
+    INTERN(s_flags, "flags");
+    INTERN(s_writeable, "writeable");
+    INTERN(s_owndata, "owndata");
 #undef INTERN
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);

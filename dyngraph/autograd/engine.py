@@ -17,6 +17,8 @@ Tensors under grad mode, recording the differentiable graph of the gradient.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .._core.graph import FREED, Node, bump_version
@@ -38,6 +40,37 @@ except ImportError:
 __all__ = ["run_backward"]
 
 
+# -- arrays the engine alone holds ------------------------------------------------------------
+# A gradient array that nothing but the engine's buffer references can be added into in place,
+# and a leaf's first gradient can become its ``.grad`` without a copy (PyTorch's InputBuffer and
+# AccumulateGrad do the same under ``use_count() == 1``).  Rules may return arrays that are
+# also held elsewhere -- their incoming gradient (``add``), a view of it (``reshape``), a saved
+# input, a cached constant, the same array for two inputs -- and each of those holds a
+# reference, so the reference count of the buffer entry tells.  The count a sole reference
+# shows is measured once with the very expression used to test it, so the interpreter's own
+# conventions cancel out; without ``sys.getrefcount`` (not CPython) nothing is in place.
+_getrefcount = getattr(sys, "getrefcount", None)
+
+
+def _entry_refs(container, key) -> int:
+    return _getrefcount(container[key])
+
+
+_SOLE_REFS = _entry_refs({0: np.empty(0)}, 0) if _getrefcount is not None else None
+
+
+def _sole_array(a) -> bool:
+    """``a`` is an exact ndarray owning writeable memory (not a view, not foreign memory)."""
+    if type(a) is not np.ndarray or a.base is not None:
+        return False
+    flags = a.flags
+    return flags.owndata and flags.writeable
+
+
+def _held_by_entry_only(container, key) -> bool:
+    """``container[key]`` is an array referenced by that entry and nothing else."""
+    return _SOLE_REFS is not None and _entry_refs(container, key) == _SOLE_REFS \
+        and _sole_array(container[key])
 
 
 def _vertex(t):
@@ -120,10 +153,13 @@ def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
             _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_only)
         while ready:
             v = ready.pop()
-            g = buffers.pop(v, None)
             if type(v) is not Node:
-                _finish_leaf(v, g, create_graph, targets, captured, accumulate, target_leaf_only)
+                own = v in buffers and _held_by_entry_only(buffers, v)
+                g = buffers.pop(v, None)
+                _finish_leaf(v, g, create_graph, targets, captured, accumulate, target_leaf_only,
+                             own)
                 continue
+            g = buffers.pop(v, None)
             node = v
             if node.pre_hooks is not None or node.retained is not None:
                 g = _run_pre_hooks(node, g, create_graph)
@@ -144,6 +180,9 @@ def _backward(roots, root_grads, retain_graph, create_graph, inputs=None,
                     continue
             grads_in = _run_node(node, g, create_graph, retain_graph, needed)
             _distribute(node, grads_in, buffers, deps, ready, needed)
+            # drop this frame's references, so the buffers alone hold the gradients they got
+            # (what lets the next vertices add in place / keep them without a copy)
+            g = grads_in = None
     finally:
         STATE.grad_enabled = prev_mode
         STATE.backward_depth -= 1
@@ -201,8 +240,9 @@ def _run_plain_in_c(ready, buffers, deps, retain_graph, accumulate, target_leaf_
         grads_in = _run_node(node, g, False, retain_graph, None)
         _distribute(node, grads_in, buffers, deps, ready, None)
 
-    def leaf(v, g):
-        _finish_leaf(v, g, False, None, None, accumulate, target_leaf_only)
+    def leaf(v, g, own):
+        # own: the C loop held the only reference to g when it popped it from the buffers
+        _finish_leaf(v, g, False, None, None, accumulate, target_leaf_only, own)
 
     _backward_loop(ready, buffers, deps, bool(retain_graph), leaf, general, _saved_error_cb,
                    _fit_cb, _add_to_buffer, FREED)
@@ -275,24 +315,32 @@ def _discover(root_vertices, targets):
 
 
 def _add_to_buffer(buffers, v, nr, g):
+    """Sum gradient ``g`` into the buffer of vertex ``v`` (output ``nr``).
+
+    In place when the buffer's array is the engine's alone and ``g`` has its shape and dtype
+    (the C loop makes the same test with the reference count); otherwise a new sum.
+    """
     n_out = v.n_out if type(v) is Node else 1
     if n_out == 1:
-        old = buffers.get(v)
-        if old is None:
+        container, key = buffers, v
+        if v not in buffers:
             buffers[v] = g
-        else:
-            s = old + g
-            buffers[v] = np.asarray(s) if isinstance(s, np.generic) else s
+            return
     else:
-        slot = buffers.get(v)
-        if slot is None:
-            slot = buffers[v] = [None] * n_out
-        old = slot[nr]
-        if old is None:
-            slot[nr] = g
-        else:
-            s = old + g
-            slot[nr] = np.asarray(s) if isinstance(s, np.generic) else s
+        container = buffers.get(v)
+        if container is None:
+            container = buffers[v] = [None] * n_out
+        key = nr
+        if container[nr] is None:
+            container[nr] = g
+            return
+    if _held_by_entry_only(container, key) and type(g) is np.ndarray:
+        old = container[key]
+        if old.shape == g.shape and old.dtype == g.dtype:
+            np.add(old, g, out=old)
+            return
+    s = container[key] + g
+    container[key] = np.asarray(s) if isinstance(s, np.generic) else s
 
 
 def _wrap(a):
@@ -347,12 +395,15 @@ def _wrap_sum(old, new, create_graph):
     return _wrap(old._data + new._data)
 
 
-def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_leaf_only):
+def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_leaf_only,
+                 own=False):
+    """The gradient ``g`` of a leaf has arrived; ``own``: no one but the engine holds it."""
     if g is None:
         return
     hooks = leaf._hooks
     if hooks is not None and hooks.pre:
         g = _run_hook_list(hooks.pre, g, create_graph)
+        own = False   # a hook may have kept the gradient or returned an array it holds
     if captured is not None:
         ks = targets.get((leaf, 0))
         if ks:
@@ -362,14 +413,18 @@ def _finish_leaf(leaf, g, create_graph, targets, captured, accumulate, target_le
     if target_leaf_only and (leaf, 0) not in targets:
         return
     if accumulate:
-        _accumulate(leaf, g, create_graph)
+        _accumulate(leaf, g, create_graph, own)
         if hooks is not None and hooks.post:
             for hook in list(hooks.post):
                 hook(leaf)
 
 
-def _accumulate(leaf, g, create_graph):
-    """Add ``g`` into ``leaf.grad`` (in place when it is safe, as PyTorch does)."""
+def _accumulate(leaf, g, create_graph, own=False):
+    """Add ``g`` into ``leaf.grad`` (in place when it is safe, as PyTorch does).
+
+    ``own``: the engine holds the only reference to ``g``, which then becomes the first
+    ``.grad`` without a copy.
+    """
     old = leaf._grad
     if create_graph:
         set_grad(leaf, g if old is None else old + g)
@@ -380,10 +435,12 @@ def _accumulate(leaf, g, create_graph):
             f"{list(leaf._data.shape)}")
     if g.dtype != leaf._data.dtype:
         g = g.astype(leaf._data.dtype)
+        own = True
     if old is None:
-        # Copy: the same array may have been handed to several leaves (add's rule
-        # returns its incoming gradient unchanged for both inputs).
-        set_grad(leaf, _wrap(g.copy()))
+        # Copy unless the engine held the only reference: the same array may have been
+        # handed to several leaves (add's rule returns its incoming gradient for both
+        # inputs), or be a view of a saved array or of one the user holds.
+        set_grad(leaf, _wrap(g if own and _sole_array(g) else g.copy()))
     elif old._rg:
         set_grad(leaf, _wrap(np.asarray(old._data + g)))
     else:
