@@ -154,6 +154,7 @@ class Autobatcher(Interpreter):
         self.closed = False
         self.tracing = False         # True inside a cell trace (cells.py): record everything
         self.coop = None             # the scheduler of a running dg.autobatch.map (mapping.py)
+        self.prune_at = _PRUNE_MIN   # len(nodes) at which _execute next drops finished nodes
 
     # ------------------------------------------------------------------
     # recording
@@ -556,18 +557,20 @@ class Autobatcher(Interpreter):
         self.epoch += 1
         ep = self.epoch
         todo = []
+        add = todo.append
         stack = [n for n in roots if n.result is None]
+        pop, push = stack.pop, stack.append
         while stack:
-            n = stack.pop()
+            n = pop()
             if n.mark == ep:
                 continue
             n.mark = ep
-            todo.append(n)
+            add(n)
             for a in n.args:
                 if type(a) is Lazy:
                     m = a.node
-                    if m.result is None and m.mark != ep:
-                        stack.append(m)
+                    if m.mark != ep and m.result is None:
+                        push(m)
         if todo:
             todo.sort(key=_seq)
             self._execute(todo)
@@ -589,9 +592,13 @@ class Autobatcher(Interpreter):
                 compute += self._run_group(groups[k])
         else:
             compute = self._agenda(todo)
-        # forget nodes that are done and whose outputs are dead or materialised (they would
-        # keep their group's result arrays alive)
-        self.nodes = [n for n in self.nodes if n.result is None or _alive(n)]
+        # forget nodes that are done and whose outputs are dead or materialised (they keep
+        # their group's result arrays alive): when the list has doubled since the last
+        # time, so that the liveness checks cost O(1) per recorded node, not O(nodes) per
+        # evaluation (a loop of small reads); memory stays within twice what is live
+        if len(self.nodes) >= self.prune_at:
+            self.nodes = _keep(self.nodes)
+            self.prune_at = max(_PRUNE_MIN, 2 * len(self.nodes))
         if st is not None:
             total = time.perf_counter() - t0
             st.compute_s += compute
@@ -1006,6 +1013,7 @@ def _unique(rows) -> bool:
 
 
 _seq = attrgetter("seq")
+_PRUNE_MIN = 4096   # see Autobatcher._execute
 _PARAM = "param"   # markers in a cell's call key (call_cell)
 _VALUE = "value"
 
@@ -1034,6 +1042,25 @@ def _pending_out(t, n, k) -> bool:
     """``t`` (output ``k`` of node ``n``) is still pending, not materialised."""
     d = t._data
     return type(d) is Lazy and d.node is n and d.k == k
+
+
+def _keep(nodes) -> list:
+    """The nodes still pending or with a live, unmaterialised output (``_alive`` inlined:
+    this runs over every recorded node)."""
+    keep = []
+    add = keep.append
+    for n in nodes:
+        if n.result is None:
+            add(n)
+            continue
+        for r in n.refs:
+            t = r()
+            if t is not None:
+                d = t._data
+                if type(d) is Lazy and d.node is n:
+                    add(n)
+                    break
+    return keep
 
 
 def _alive(n) -> bool:
