@@ -27,7 +27,8 @@ from .surface.linalg import *
 from .surface.indexing import *
 from .surface.sorting import *
 from .surface.nn import *
-from .ops.conv import *
+from .surface.conv import *
+from .surface.pooling import *
 from .creation import *
 from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state
 from .printing import set_printoptions

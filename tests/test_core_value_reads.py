@@ -31,7 +31,7 @@ RULE_REGISTRARS = {"defvjp", "defvjp_argnum", "defjvp", "defjvp_argnum", "defbat
 # (file relative to dyngraph/, function) -> why its value reads are not decisions
 ALLOWED = {
     # -- value checks: they only raise an error, never change a result ------------------
-    ("ops/conv.py", "_max_unpool_nd"): "check: indices within the output volume",
+    ("surface/pooling.py", "_max_unpool_nd"): "check: indices within the output volume",
     ("surface/indexing.py", "_check_gather_like"): "check: no negative / out-of-range index",
     ("surface/indexing.py", "_check_index_1d"): "check: index within the dimension",
     ("surface/indexing.py", "_check_index_dims"): "check: index shape vs the input's",

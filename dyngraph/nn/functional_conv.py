@@ -9,28 +9,22 @@ from __future__ import annotations
 
 import warnings
 
-from ..ops.conv import (
+from ..surface.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, fold, unfold
+from ..surface.pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     adaptive_max_pool1d,
     adaptive_max_pool2d,
     avg_pool1d,
     avg_pool2d,
-    conv1d,
-    conv2d,
-    conv3d,
-    conv_transpose1d,
-    conv_transpose2d,
-    fold,
-    interpolate,
     max_pool1d,
     max_pool1d_with_indices,
     max_pool2d,
     max_pool2d_with_indices,
     max_unpool1d,
     max_unpool2d,
-    unfold,
 )
+from ..surface.resampling import interpolate
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",

@@ -8,7 +8,8 @@ dyngraph.Size([1, 3, 4, 4])
 
 from __future__ import annotations
 
-from ..ops import conv as C
+from ..surface import conv as C
+from ..surface import pooling as P
 from ..tensor import Tensor
 from ._conv_common import check_spatial_input
 from .module import Module
@@ -37,7 +38,7 @@ class _MaxPoolNd(Module):
 
     def forward(self, input: Tensor):
         check_spatial_input(self, input, self._nd)
-        return C._max_pool_nd(type(self).__name__.lower().replace("maxpool", "max_pool"), self._nd,
+        return P._max_pool_nd(type(self).__name__.lower().replace("maxpool", "max_pool"), self._nd,
                               input, self.kernel_size, self.stride, self.padding, self.dilation,
                               self.ceil_mode, self.return_indices)
 
@@ -75,7 +76,7 @@ class AvgPool1d(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 1)
-        return C.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
 
@@ -101,7 +102,7 @@ class AvgPool2d(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 2)
-        return C.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+        return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
 
 
@@ -123,7 +124,7 @@ class AdaptiveAvgPool1d(_AdaptiveNd):
 
     def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 1)
-        return C.adaptive_avg_pool1d(input, self.output_size)
+        return P.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveAvgPool2d(_AdaptiveNd):
@@ -135,7 +136,7 @@ class AdaptiveAvgPool2d(_AdaptiveNd):
 
     def forward(self, input: Tensor) -> Tensor:
         check_spatial_input(self, input, 2)
-        return C.adaptive_avg_pool2d(input, self.output_size)
+        return P.adaptive_avg_pool2d(input, self.output_size)
 
 
 class _AdaptiveMax(_AdaptiveNd):
@@ -151,7 +152,7 @@ class AdaptiveMaxPool1d(_AdaptiveMax):
 
     def forward(self, input: Tensor):
         check_spatial_input(self, input, 1)
-        return C.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+        return P.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMax):
@@ -159,7 +160,7 @@ class AdaptiveMaxPool2d(_AdaptiveMax):
 
     def forward(self, input: Tensor):
         check_spatial_input(self, input, 2)
-        return C.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+        return P.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class _MaxUnpoolNd(Module):
@@ -178,7 +179,7 @@ class _MaxUnpoolNd(Module):
 
     def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
         check_spatial_input(self, input, self._nd)
-        return C._max_unpool_nd(type(self).__name__, self._nd, input, indices, self.kernel_size,
+        return P._max_unpool_nd(type(self).__name__, self._nd, input, indices, self.kernel_size,
                                 self.stride, self.padding, output_size)
 
 

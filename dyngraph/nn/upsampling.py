@@ -6,7 +6,7 @@ dyngraph.Size([1, 3, 8, 8])
 
 from __future__ import annotations
 
-from ..ops.conv import interpolate
+from ..surface.resampling import interpolate
 from ..tensor import Tensor
 from .functional_conv import pixel_shuffle, pixel_unshuffle
 from .module import Module

@@ -3,5 +3,5 @@
 Tensor methods."""
 
 from . import elementwise, inplace, linalg, reduction, shape  # noqa: F401
-from . import indexing, sorting, nn, conv, rnn  # noqa: F401
+from . import indexing, sorting, nn, conv, pooling, resampling, rnn  # noqa: F401
 from .registry import REGISTRY, Primitive, bind, primitive  # noqa: F401

@@ -7,10 +7,21 @@ array checks -- written over those primitives with :func:`bind`, and
 :class:`Tensor` (``x.exp()``, ``a + b``).  It sits above ``ops/`` and below autograd, nn and
 the tools (``pyproject.toml``'s import-linter contracts): ``ops/`` never imports it.
 
-Importing this package imports every family and installs the method table.
+Importing this package imports every family and installs the method table (methods.py).
 """
 
-from . import (
-    elementwise,  # noqa: F401
-    methods,  # noqa: F401  (last: the table reads every family above)
+# every family and the method table (which imports the families it lists itself)
+from . import (  # noqa: F401
+    conv,
+    elementwise,
+    indexing,
+    inplace,
+    linalg,
+    methods,
+    nn,
+    pooling,
+    reduction,
+    resampling,
+    shape,
+    sorting,
 )
