@@ -68,7 +68,9 @@ class device:  # noqa: N801 - PyTorch's spelling
             type, idx = type.split(":", 1)
             index = int(idx)
         if type not in ("cpu", "cuda"):
-            raise ValueError(f"unknown device type {type!r}: expected 'cpu' or 'cuda[:N]'")
+            from .errors import DeviceStringError  # noqa: PLC0415
+
+            raise DeviceStringError(f"unknown device type {type!r}: expected 'cpu' or 'cuda[:N]'")
         self.type = type
         self.index = index if type == "cuda" else None
 

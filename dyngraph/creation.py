@@ -365,6 +365,10 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     elif size is None:
         raise TypeError("randint() missing the size argument")
     low, high = _num(low), _num(high)
+    if low >= high:
+        from .errors import RandomRangeError  # noqa: PLC0415
+
+        raise RandomRangeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int64)
     arr = rng_of(generator).integers(low, high, size=_shape_arg((tuple(size),))).astype(np_dt)
     return _finish(arr, device, requires_grad)
@@ -511,7 +515,8 @@ def _refill(self: Tensor, values: np.ndarray, op: str) -> Tensor:
     """Overwrite ``self`` in place with freshly sampled ``values`` (no gradient flows
     to the old value, as in PyTorch)."""
     from .autograd.grad_mode import STATE  # noqa: PLC0415
-    from .ops.inplace import _check_target, apply_inplace, bump_version  # noqa: PLC0415
+    from .ops.inplace import bump_version  # noqa: PLC0415
+    from .surface.inplace import _check_target, apply_inplace  # noqa: PLC0415
 
     _check_target(self, op)
     if self._rg and STATE.grad_enabled:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import LinAlgError
 from .ops._util import as_tensor_arg
 from .surface import elementwise as _ew
 from .surface import linalg as _lin
@@ -19,6 +20,7 @@ from .surface import reduction as _red
 from .tensor import Tensor, _wrap_dim
 
 __all__ = [
+    "LinAlgError",
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
     "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
     "eigvalsh", "svd", "svdvals", "pinv",

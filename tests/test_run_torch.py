@@ -430,3 +430,37 @@ def test_compile_disable_returns_the_function():
 
     assert dyngraph.compile(f, disable=True) is f and dyngraph.compile(disable=True)(f) is f
     assert dyngraph.compile(f) is not f
+
+
+_MISUSE = {
+    "matmul shapes": lambda t: t.ones(2, 3) @ t.ones(2, 3),
+    "cat shapes": lambda t: t.cat([t.ones(2, 3), t.ones(2, 4)]),
+    "bad dim": lambda t: t.ones(2, 3).sum(5),
+    "index out of range": lambda t: t.ones(3)[5],
+    "view of a transpose": lambda t: t.ones(2, 3).t().view(6),
+    "linear dtype": lambda t: t.nn.Linear(3, 2)(t.ones(2, 3, dtype=t.float64)),
+    "embedding float indices": lambda t: t.nn.Embedding(3, 2)(t.tensor([0.0, 1.0])),
+    "item of many": lambda t: t.ones(2).item(),
+    "bitwise on float": lambda t: t.ones(2) & t.ones(2),
+    "integer division by zero": lambda t: t.ones(2, dtype=t.long) // 0,
+    "unknown device": lambda t: t.device("blah"),
+    "randint empty range": lambda t: t.randint(5, 2, (3,)),
+    "TensorDataset sizes": lambda t: t.utils.data.TensorDataset(t.ones(2), t.ones(3)),
+    "singular inverse": lambda t: t.linalg.inv(t.zeros(2, 2)),
+    "not positive-definite": lambda t: t.linalg.cholesky(-t.eye(2)),
+    "backward of non-scalar": lambda t: t.ones(2, requires_grad=True).mul(2).backward(),
+    "in-place on a leaf": lambda t: t.ones(2, requires_grad=True).add_(1),
+}
+
+
+@pytest.mark.parametrize("case", list(_MISUSE))
+def test_misuse_raises_an_instance_of_torchs_class(case):
+    with pytest.raises(Exception) as te:
+        _MISUSE[case](torch)
+    with pytest.raises(Exception) as de:
+        _MISUSE[case](dyngraph)
+    expected = type(te.value)
+    if expected.__name__ == "_LinAlgError":
+        assert isinstance(de.value, dyngraph.linalg.LinAlgError) and isinstance(de.value, RuntimeError)
+    else:
+        assert isinstance(de.value, expected), f"{case}: torch {expected.__name__}, dyngraph {type(de.value).__mro__}"

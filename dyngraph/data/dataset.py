@@ -59,7 +59,9 @@ class TensorDataset(Dataset):
         n = tensors[0].shape[0] if tensors[0].ndim else None
         for i, t in enumerate(tensors):
             if t.ndim == 0 or t.shape[0] != n:
-                raise ValueError(f"TensorDataset: size mismatch between tensors: tensor 0 has first dimension "
+                from ..errors import SizeMismatchError  # noqa: PLC0415
+
+                raise SizeMismatchError(f"TensorDataset: size mismatch between tensors: tensor 0 has first dimension "
                                  f"{n} but tensor {i} has shape {list(t.shape)}")
         self.tensors = tensors
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..backend import device as _device
 from ..backend import device_of, move_to, xp
+from ..errors import DtypeNotImplementedError, IntegerDivisionByZeroError
 from ..tensor import Tensor
 from ._util import quiet_primitives
 from .registry import Primitive, primitive
@@ -159,14 +160,14 @@ reciprocal_p.defvjp(lambda g, out, x: -g * out * out)
 @primitive("floor_divide", promote="same", differentiable=False)
 def floor_divide_p(x, y):
     if np.result_type(x, y).kind in "iub" and np.any(np.asarray(y) == 0):
-        raise ZeroDivisionError("floor_divide: integer division by zero")
+        raise IntegerDivisionByZeroError("floor_divide: integer division by zero")
     return np.floor_divide(x, y)
 
 
 @primitive("remainder", promote="same", broadcasts=True, save_inputs=True)
 def remainder_p(x, y):
     if np.result_type(x, y).kind in "iub" and np.any(np.asarray(y) == 0):
-        raise ZeroDivisionError("remainder: integer division by zero")
+        raise IntegerDivisionByZeroError("remainder: integer division by zero")
     return np.remainder(x, y)
 
 
@@ -732,7 +733,7 @@ def _int_or_bool(name, fn):
     def impl(*xs):
         for x in xs:
             if getattr(x, "dtype", np.dtype(np.int64)).kind == "f":
-                raise TypeError(f"{name}: only integer and bool tensors are supported, got {x.dtype}")
+                raise DtypeNotImplementedError(f"{name}: only integer and bool tensors are supported, got {x.dtype}")
         return fn(*xs)
 
     return _nondiff(name, impl)

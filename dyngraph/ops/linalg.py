@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from .._core.state import STATE
+from ..errors import LinAlgError
 from ..tensor import Tensor
 from . import shape as _shape
 from .registry import primitive
@@ -288,7 +289,7 @@ def inv_p(x):
     try:
         return np.linalg.inv(x)
     except np.linalg.LinAlgError:
-        raise RuntimeError(
+        raise LinAlgError(
             "linalg.inv: the input matrix is singular, so the inversion could not be completed "
             f"(shape {list(x.shape)}); check the matrix or use a pseudo-inverse") from None
 
@@ -358,7 +359,7 @@ def solve_p(a, b):
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        raise RuntimeError("linalg.solve: The solver failed because the input matrix is "
+        raise LinAlgError("linalg.solve: The solver failed because the input matrix is "
                            f"singular (A of shape {list(a.shape)}).") from None
 
 
@@ -379,7 +380,7 @@ def cholesky_p(x):
     try:
         return np.linalg.cholesky(x)
     except np.linalg.LinAlgError:
-        raise RuntimeError(
+        raise LinAlgError(
             "linalg.cholesky: The factorization could not be completed because the input is not "
             f"positive-definite (shape {list(x.shape)}).") from None
 
