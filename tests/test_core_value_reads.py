@@ -51,9 +51,9 @@ ALLOWED = {
     ("surface/indexing.py", "_assign"): "eager fast path (STATE.interpreter is None)",
     ("surface/indexing.py", "masked_fill_"): "eager fast path (STATE.interpreter is None)",
     # -- the in-place / view machinery: moves arrays between slots, reads no values ------
-    ("ops/inplace.py", "_rebase_view"): "view bookkeeping",
-    ("ops/inplace.py", "_write"): "stores a computed array into the target (on_inplace told)",
-    ("ops/inplace.py", "apply_inplace"): "stores a computed array into the target",
+    ("surface/inplace.py", "_rebase_view"): "view bookkeeping",
+    ("surface/inplace.py", "_write"): "stores a computed array into the target (on_inplace told)",
+    ("surface/inplace.py", "apply_inplace"): "stores a computed array into the target",
     ("surface/inplace.py", "copy_"): "stores the source into the target (on_inplace told)",
     ("surface/inplace.py", "fill_"): "stores a constant (on_inplace told)",
     ("surface/inplace.py", "share_memory_"): "moves the array into shared memory (same values)",

@@ -185,7 +185,7 @@ def _bag_max(rows, bag_of, keep, n_bags):
 # ---------------------------------------------------------------------------
 
 def _inplace_graph(input, fn, name):
-    from ..ops.inplace import apply_inplace  # noqa: PLC0415
+    from ..surface.inplace import apply_inplace  # noqa: PLC0415
 
     return apply_inplace(input, fn, name)
 

@@ -108,9 +108,9 @@ from ..ops.elementwise import (
     where_p,
     xlogy_p,
 )
-from ..ops.inplace import apply_inplace
 from ..ops.registry import bind
 from ..tensor import Tensor
+from .inplace import apply_inplace
 
 __all__ = [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg",

@@ -4,7 +4,7 @@ masks, ``nonzero``, ``one_hot``, ``bincount``...
 The primitives (forward, rules, save spec) and the index-spec design are in
 :mod:`dyngraph.ops.indexing`; this module parses index expressions, checks arguments and
 calls :func:`bind`.  ``x[idx] = v`` is the ``index_put`` primitive applied through
-:func:`dyngraph.ops.inplace.apply_inplace`.  :mod:`dyngraph.surface.methods` attaches the
+:func:`dyngraph.surface.inplace.apply_inplace`.  :mod:`dyngraph.surface.methods` attaches the
 Tensor methods (``__getitem__``, ``__setitem__``, ``gather``...).
 """
 
@@ -14,7 +14,7 @@ import operator
 
 import numpy as np
 
-from .._core.graph import Meta
+from .._core.graph import Meta, bump_version
 from .._core.state import STATE, concrete
 from ..ops._util import as_tensor_arg
 from ..ops.indexing import (
@@ -39,10 +39,10 @@ from ..ops.indexing import (
     scatter_p,
     scatter_reduce_p,
 )
-from ..ops.inplace import _check_target, apply_inplace, bump_version
 from ..ops.reduction import count_nonzero_p as _count_nonzero_p
 from ..ops.registry import bind
 from ..tensor import Tensor, _wrap_dim
+from .inplace import _check_target, apply_inplace
 
 __all__ = [
     "index_put", "gather", "scatter", "scatter_add", "scatter_reduce", "index_select",

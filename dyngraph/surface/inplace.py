@@ -1,10 +1,19 @@
-"""The PyTorch surface of in-place operations: ``add_``, ``x += y``, ``zero_``, ``fill_``,
-``copy_``, ``share_memory_``.
+"""In-place operations (``add_``, ``mul_``, ``x += y``, ``zero_``, ``fill_``, ``copy_``,
+``share_memory_``...) and the machinery behind them.
 
-The machinery (leaf check, the version bump, writing into the tensor's buffer, rebasing a
-view) is :func:`dyngraph.ops.inplace.apply_inplace`; the methods here compute out of place
-with the surface functions and hand the result to it.  :mod:`dyngraph.surface.methods`
-attaches them.
+An in-place op is computed out of place through the ordinary primitive, then
+written into the tensor's own buffer (so NumPy arrays and views that share
+that memory see the change), and the tensor takes over the new graph node.
+PyTorch's rules apply:
+
+- a leaf that requires grad cannot be modified in place while grad mode is on;
+- the version counter (shared with views) is bumped, so a node that saved the
+  old value raises a clear error in backward instead of using wrong data;
+- when the op's own rule needs the old value of the tensor, that value is kept
+  (cloned) for the node before the buffer is overwritten.
+
+:func:`apply_inplace` does that for every in-place method and ``x[idx] = v``;
+:mod:`dyngraph.surface.methods` attaches the methods.
 """
 
 from __future__ import annotations
@@ -14,10 +23,106 @@ import mmap
 import numpy as np
 
 from .._core.graph import bump_version
-from .._core.state import STATE
+from .._core.state import STATE, note_inplace
 from ..ops._util import operand
-from ..ops.inplace import _check_target, _notify, _write, apply_inplace
 from ..tensor import Tensor
+
+
+def _check_target(self: Tensor, op: str) -> None:
+    if self._rg and self._fn is None and STATE.grad_enabled:
+        raise RuntimeError(
+            f"{op}: a leaf Variable that requires grad (shape {list(self.shape)}) is being used in "
+            "an in-place operation. Wrap the update in `with dg.no_grad():` (as optimizers do), "
+            "or use the out-of-place form.")
+
+
+def _notify(t: Tensor, value) -> None:
+    """Tell an active interpreter that ``t`` now holds ``value`` (its ``on_inplace`` hook)."""
+    note_inplace(t, value)
+
+
+def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
+    """Run ``compute(self)`` out of place and store the result in ``self``."""
+    _check_target(self, op)
+    old_fn, old_nr = self._fn, self._nr
+    res = compute(self)
+    on_view = res._rg and self._base is not None and STATE.grad_enabled
+    node = res._fn
+    if node is not None and node.saved is not None and any(a is self for a in node.saved):
+        # The rule of this op reads the value being overwritten: keep a copy for it.
+        stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
+        node.saved_data = [stand_in._data if a is self else d for a, d in zip(node.saved, node.saved_data)]
+        node.saved_versions = [0 if a is self else v for a, v in zip(node.saved, node.saved_versions)]
+        node.saved = tuple(stand_in if a is self else a for a in node.saved)
+    if on_view:
+        res = _rebase_view(self, res, op)
+    _write(self, res._data, op)
+    bump_version(self)
+    _notify(self, res)
+    if res._rg:
+        self._fn = res._fn
+        self._nr = res._nr
+        self._rg = True
+    return self
+
+
+def _offsets(a: np.ndarray) -> np.ndarray:
+    """Byte offset of every element of ``a`` from its first element."""
+    off = np.zeros(a.shape, np.int64)
+    for d, (n, st) in enumerate(zip(a.shape, a.strides)):
+        shape = [1] * a.ndim
+        shape[d] = n
+        off = off + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    return off
+
+
+def _positions_in(root: np.ndarray, view: np.ndarray) -> np.ndarray:
+    """Flat (row-major) index into ``root`` of every element of ``view``, which shares its memory."""
+    start = view.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    ro = _offsets(root).reshape(-1)
+    order = np.argsort(ro, kind="stable")
+    return order[np.searchsorted(ro[order], _offsets(view) + start)]
+
+
+def _rebase_view(self: Tensor, res: Tensor, op: str) -> Tensor:
+    """An in-place op on a view inside the graph: the base tensor becomes ``base`` with the
+    view's elements replaced by ``res`` (an out-of-place ``index_put``), so gradients flow
+    to whatever the base and the new values depend on; the view then reads from that new
+    base.  Returns the view's new value, with its graph node."""
+    from .indexing import index_put  # noqa: PLC0415  (surface.indexing imports this module at the top)
+
+    root = self._base
+    if root._rg and root._fn is None:
+        raise RuntimeError(
+            f"{op}: a view of a leaf Variable that requires grad (shape {list(root.shape)}) is "
+            "being used in an in-place operation. Wrap the update in `with dg.no_grad():`, or "
+            "clone the leaf first.")
+    pos = Tensor._make(_positions_in(root._data, self._data).reshape(-1), False, None, 0)
+    new_root = index_put(root.reshape(-1), (pos,), res.reshape(-1)).reshape(root.shape)
+    root._fn, root._nr, root._rg = new_root._fn, new_root._nr, True
+    return new_root.reshape(-1)[pos].reshape(self.shape)
+
+
+def _write(self: Tensor, value, op: str) -> None:
+    data = self._data
+    if value.dtype != data.dtype and not np.can_cast(value.dtype, data.dtype, "same_kind"):
+        raise RuntimeError(
+            f"{op}: result type {value.dtype} can't be cast to the desired output type "
+            f"{data.dtype} (tensor of shape {list(data.shape)})")
+    if value.shape != data.shape:
+        if np.broadcast_shapes(value.shape, data.shape) != data.shape:
+            raise RuntimeError(
+                f"{op}: output with shape {list(data.shape)} doesn't match the broadcast shape "
+                f"{list(np.broadcast_shapes(value.shape, data.shape))}")
+    if data.flags.writeable:
+        np.copyto(data, value, casting="unsafe")
+    else:
+        if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+            raise RuntimeError(
+                f"{op}: unsupported operation: more than one element of the written-to tensor "
+                f"(shape {list(data.shape)}, an expand()ed view) refers to a single memory "
+                "location. Please clone() the tensor before performing the operation.")
+        self._data = np.array(np.broadcast_to(value, data.shape), dtype=data.dtype)
 
 
 def _binary_inplace(fn, name):

@@ -41,6 +41,7 @@ from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _sew
 from . import reduction as _sred
 from . import shape as _sshape
+from .inplace import apply_inplace
 
 __all__ = [
     "matmul", "mm", "bmm", "mv", "dot", "vdot", "outer", "ger", "addmm", "addmv", "baddbmm",
@@ -652,8 +653,6 @@ def solve(A, B, *, left: bool = True):
 
 def _tri_inplace(fn, name):
     def method(self, diagonal: int = 0):
-        from ..ops.inplace import apply_inplace  # noqa: PLC0415
-
         return apply_inplace(self, lambda s: fn(s, diagonal), name)
 
     method.__name__ = name

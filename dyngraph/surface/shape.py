@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.graph import bump_version
 from .._core.state import STATE, concrete
 from ..ops._util import normalize_dims
 from ..ops.registry import _mark_view, bind
@@ -30,6 +31,7 @@ from ..ops.shape import (
 )
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
+from .inplace import _check_target
 
 __all__ = [
     "reshape", "expand", "broadcast_to", "permute", "transpose", "swapaxes", "swapdims", "t",
@@ -939,8 +941,6 @@ def _view_inplace(fn, name):
     """``x.unsqueeze_(0)`` and friends: ``x`` itself takes the new shape (a view of the
     same memory) and, inside a graph, the view's node; the version counter is bumped."""
     def method(self, *args, **kwargs):
-        from ..ops.inplace import _check_target, bump_version  # noqa: PLC0415
-
         _check_target(self, name)
         res = fn(self, *args, **kwargs)
         self._data = res._data
