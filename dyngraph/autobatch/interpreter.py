@@ -580,9 +580,11 @@ class Autobatcher(Interpreter):
         st = self.stats
         compute = 0.0
         if self.scheduler == "depth":
+            late = _collected(todo, self.epoch)
             groups: dict = {}
             for n in todo:
-                k = (n.depth << 32) | n.sig     # depth first, then signature
+                d = late.get(id(n), n.depth) if late else n.depth
+                k = (d << 32) | n.sig     # depth first, then signature
                 g = groups.get(k)
                 if g is None:
                     groups[k] = [n]
@@ -1042,6 +1044,43 @@ def _pending_out(t, n, k) -> bool:
     """``t`` (output ``k`` of node ``n``) is still pending, not materialised."""
     d = t._data
     return type(d) is Lazy and d.node is n and d.k == k
+
+
+def _collected(todo, ep) -> dict:
+    """As late as possible for what only feeds a collector.
+
+    A collector is a ``stack``/``cat`` of many inputs (the per-node losses of
+    ``stack(losses).sum()``).  A node whose one consumer is a collector runs at the
+    collector's depth - 1, and a node whose one consumer is such a delayed node runs
+    just before it (the whole loss chain of a node: ``linear``, ``log_softmax``,
+    ``nll_loss``), so each step of the chain forms ONE group instead of one per depth it
+    was recorded at (~25 for 50 trees).  Returns ``{id(node): depth}``; empty when
+    there is no collector (nothing is counted then).
+    """
+    collectors = {id(n): n.depth for n in todo
+                  if (n.prim is _STACK or n.prim is _CAT) and len(n.args) >= 8}
+    if not collectors:
+        return {}
+    uses: dict = {}      # id(node) -> its one consumer, or None for several
+    for n in todo:
+        for a in n.args:
+            if type(a) is Lazy:
+                m = a.node
+                if m.mark == ep:
+                    k = id(m)
+                    uses[k] = n if k not in uses else None
+    late: dict = {}
+    for m in reversed(todo):          # consumers come after their inputs (recording order)
+        u = uses.get(id(m))
+        if u is None:
+            continue
+        d = late.get(id(u))
+        if d is None:
+            d = collectors.get(id(u))
+            if d is None:
+                continue
+        late[id(m)] = d - 1       # >= m.depth: its consumer runs later than m did
+    return late
 
 
 def _keep(nodes) -> list:
