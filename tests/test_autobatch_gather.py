@@ -72,3 +72,31 @@ def test_group_inputs_from_several_sources_scrambled_and_repeated():
     np.testing.assert_allclose(loss.item(), loss_e.item(), **TOL)
     for a, b in zip(gb, ge, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL)
+
+
+def _losses(W, V, xs):
+    losses = []
+    for i, x in enumerate(xs):
+        h = x
+        for _ in range(i % 5):          # members reach their loss at different depths
+            h = dg.tanh(h @ W)
+        losses.append((dg.sigmoid(h @ V) * 2.0).sum())
+    return dg.stack(losses).sum()
+
+
+def test_chains_that_only_feed_a_stack_run_late_as_one_group_per_step():
+    rng = np.random.default_rng(2)
+    W = dg.tensor(rng.standard_normal((4, 4)), requires_grad=True)
+    V = dg.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    xs = [dg.tensor(rng.standard_normal((1, 4))) for _ in range(20)]
+    loss_e = _losses(W, V, xs)
+    ge = dg.autograd.grad(loss_e, [W, V])
+    with dg.autobatch(stats=True) as ab:
+        loss = _losses(W, V, xs)
+        gb = dg.autograd.grad(loss, [W, V])
+    # 4 layers x (matmul, tanh) + the loss chain (matmul, sigmoid, mul, sum) once + stack, sum;
+    # run as soon as possible the loss chain would take 5 groups per step
+    assert ab.stats.groups <= 14
+    np.testing.assert_allclose(loss.item(), loss_e.item(), **TOL)
+    for a, b in zip(gb, ge, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL)
