@@ -589,32 +589,6 @@ def _layout(self: Tensor):
     return strided
 
 
-def _install_methods() -> None:
-    from .ops._util import install  # noqa: PLC0415
-
-    install({"multinomial": multinomial, "bernoulli": bernoulli, "matrix_power": _matrix_power_method, "is_nonzero": is_nonzero,
-             "is_complex": is_complex,
-             "pin_memory": _pin_memory, "is_pinned": lambda self, device=None: False,
-             "is_signed": lambda self: self._data.dtype.kind in "if",
-             "positive": lambda self: self,
-             "bfloat16": lambda self, memory_format=None: self.to(_dt.bfloat16),
-             "to_sparse": _to_sparse, "to_sparse_coo": _to_sparse,
-             "to_dense": lambda self, dtype=None, masked_grad=None: self if dtype is None else self.to(dtype)})
-    Tensor.is_cpu = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
-    # PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
-    # or a CUDA GPU, so each is False (sparse tensors override ``is_sparse``).
-    for name in ("is_xpu", "is_mps", "is_meta", "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia",
-                 "is_maia", "is_xla", "is_quantized", "is_nested", "is_sparse", "is_sparse_csr"):
-        setattr(Tensor, name, property(lambda self: False, doc=f"False: {name[3:]} tensors are not dyngraph's."))
-    Tensor.layout = property(_layout, doc="``dg.strided``: every dense tensor (``dg.sparse`` tensors: ``sparse_coo``).")
-    install({"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones,
-             "new_empty": new_empty, "new_full": new_full, "normal_": normal_,
-             "uniform_": uniform_, "bernoulli_": bernoulli_, "exponential_": exponential_})
-
-
-_install_methods()
-
-
 # -- legacy typed constructors: dg.FloatTensor([1, 2]), dg.LongTensor(2, 3) ------------
 
 class _LegacyTensorType(type):

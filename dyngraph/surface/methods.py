@@ -8,6 +8,7 @@ keeps its last entry, as the order of the sections below says.
 
 from __future__ import annotations
 
+from .. import creation as _cr
 from ..ops._util import install
 from . import elementwise as _ew
 from . import indexing as _idx
@@ -209,6 +210,28 @@ METHODS.update({
     "softmax": lambda self, dim=None, dtype=None: _nn.softmax(self, dim, dtype=dtype),
     "log_softmax": lambda self, dim=None, dtype=None: _nn.log_softmax(self, dim, dtype=dtype),
 })
+
+
+# -- creation and random sampling (x.new_zeros(), x.normal_(), x.bernoulli()), device and layout
+#    predicates (x.is_cpu, x.layout): last, as creation.py installed them after the families
+METHODS.update({"multinomial": _cr.multinomial, "bernoulli": _cr.bernoulli, "matrix_power": _cr._matrix_power_method, "is_nonzero": _cr.is_nonzero,
+                "is_complex": _cr.is_complex,
+                "pin_memory": _cr._pin_memory, "is_pinned": lambda self, device=None: False,
+                "is_signed": lambda self: self._data.dtype.kind in "if",
+                "positive": lambda self: self,
+                "bfloat16": lambda self, memory_format=None: self.to(_cr._dt.bfloat16),
+                "to_sparse": _cr._to_sparse, "to_sparse_coo": _cr._to_sparse,
+                "to_dense": lambda self, dtype=None, masked_grad=None: self if dtype is None else self.to(dtype)})
+METHODS["is_cpu"] = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
+# PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
+# or a CUDA GPU, so each is False (sparse tensors override ``is_sparse``).
+for name in ("is_xpu", "is_mps", "is_meta", "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia",
+             "is_maia", "is_xla", "is_quantized", "is_nested", "is_sparse", "is_sparse_csr"):
+    METHODS[name] = property(lambda self: False, doc=f"False: {name[3:]} tensors are not dyngraph's.")
+METHODS["layout"] = property(_cr._layout, doc="``dg.strided``: every dense tensor (``dg.sparse`` tensors: ``sparse_coo``).")
+METHODS.update({"new_tensor": _cr.new_tensor, "new_zeros": _cr.new_zeros, "new_ones": _cr.new_ones,
+                "new_empty": _cr.new_empty, "new_full": _cr.new_full, "normal_": _cr.normal_,
+                "uniform_": _cr.uniform_, "bernoulli_": _cr.bernoulli_, "exponential_": _cr.exponential_})
 
 
 # -- attach -------------------------------------------------------------------------------
