@@ -354,9 +354,11 @@ class Tensor:
         return int(self.item())
 
     def __index__(self) -> int:
-        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+        d = self._data
+        if d.dtype.kind not in "iub" or d.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
+        # item() without its second size check (hot: ``data[i:i + n]`` with tensor bounds)
+        return int(concrete(self, "item").item())
 
     def __complex__(self):
         return complex(self.item())
