@@ -33,6 +33,7 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .reduction import sum_p
 from .registry import primitive
 
 _CHUNK_BYTES = 1 << 20  # im2col chunk that stays in cache (measured: 1 MiB is best)
@@ -232,8 +233,6 @@ def _size(x):
 
 
 def _bias_grad(g):
-    from .reduction import sum_p  # noqa: PLC0415
-
     return sum_p(g, dim=(0,) + tuple(range(2, g.ndim)))
 
 
@@ -328,7 +327,7 @@ fold_p.defvjp(lambda g, out, cols, output_size, **kw: unfold_p(g, **kw))
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_conv():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     by_weight = b.merge_leading(lambda prim, params, args: args[1]._data.ndim - 2)
     R["conv"].defbatch(by_weight)

@@ -390,14 +390,14 @@ erfinv_p.defvjp(lambda g, out, x: g * (math.sqrt(math.pi) / 2.0 * exp_p(out * ou
 # so every order of derivative is again a primitive of this family.
 @primitive("lgamma", promote="float", save_inputs=True)
 def lgamma_p(x):
-    from scipy.special import gammaln  # noqa: PLC0415
+    from scipy.special import gammaln  # noqa: PLC0415  (scipy: imported on first use, import dyngraph stays fast)
 
     return gammaln(x).astype(x.dtype, copy=False)
 
 
 @primitive("digamma", promote="float", save_inputs=True)
 def digamma_p(x):
-    from scipy.special import psi  # noqa: PLC0415
+    from scipy.special import psi  # noqa: PLC0415  (scipy: imported on first use, import dyngraph stays fast)
 
     # PyTorch: digamma(0) = -inf (SciPy gives NaN at the pole 0)
     return np.where(x == 0, -np.inf, psi(x)).astype(x.dtype, copy=False)
@@ -405,7 +405,7 @@ def digamma_p(x):
 
 @primitive("polygamma", promote="float", save_inputs=True)
 def polygamma_p(x, n=1):
-    from scipy.special import polygamma as _pg  # noqa: PLC0415
+    from scipy.special import polygamma as _pg  # noqa: PLC0415  (scipy: imported on first use, import dyngraph stays fast)
 
     return _pg(n, x).astype(x.dtype, copy=False)
 
@@ -417,7 +417,7 @@ polygamma_p.defvjp(lambda g, out, x, n=1: g * polygamma_p(x, n=n + 1))
 
 def _erf_np(x):
     try:
-        from scipy.special import erf as _erf  # noqa: PLC0415
+        from scipy.special import erf as _erf  # noqa: PLC0415  (scipy: imported on first use, import dyngraph stays fast)
 
         return _erf(x).astype(x.dtype, copy=False)
     except ImportError:  # pragma: no cover - scipy is a dependency of scikit-learn
@@ -773,7 +773,7 @@ quiet_primitives(
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_elementwise():
     from ._batching import elementwise  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY  # noqa: PLC0415
+    from .registry import REGISTRY  # noqa: PLC0415  (as above)
 
     for name in ("add", "sub", "mul", "div", "neg", "pow", "abs", "sign", "reciprocal",
                  "floor_divide", "remainder", "fmod", "exp", "exp2", "expm1", "log", "log1p",

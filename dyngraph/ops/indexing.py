@@ -38,8 +38,11 @@ import re
 import numpy as np
 
 from .. import dtypes as _dt
+from ..backend import xp
 from ..tensor import Tensor
+from .reduction import sum_p, sum_to_shape_p
 from .registry import primitive
+from .shape import reshape_p
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
 
@@ -52,7 +55,6 @@ def _data(a):
 def _zeros(like, shape):
     if type(like) is np.ndarray:
         return np.zeros(shape, like.dtype)
-    from ..backend import xp  # noqa: PLC0415
 
     return xp(like).zeros(shape, like.dtype)
 
@@ -254,9 +256,6 @@ def index_put_p(x, values, *indices, index=(), accumulate=False):
 
 def _fit_value(gv, shape):
     """Sum a gradient of the indexing-result shape back to the value's shape."""
-    from .reduction import sum_to_shape_p  # noqa: PLC0415
-    from .shape import reshape_p  # noqa: PLC0415
-
     shape = tuple(shape)
     core = shape
     while len(core) > gv.ndim and core and core[0] == 1:
@@ -366,8 +365,6 @@ def _src_grad(g, index, src, dim):
 
 
 def _reshape(a, shape):
-    from .shape import reshape_p  # noqa: PLC0415
-
     return reshape_p(a, shape=tuple(shape))
 
 
@@ -556,8 +553,6 @@ def _unique_positions(index, n):
 
 
 def _index_fill_value_grad(g, index, value, dim):
-    from .reduction import sum_p  # noqa: PLC0415
-
     n = g.shape[dim] if g.ndim else 1
     return sum_p(index_select_p(g, _unique_positions(index, n), dim=dim))
 
@@ -632,7 +627,7 @@ def one_hot_p(x, num_classes=-1):
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_indexing():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["getitem"].defbatch(b.getitem_rule)
     for name in ("gather", "scatter", "scatter_add", "scatter_reduce"):

@@ -10,7 +10,9 @@ from .._core.state import STATE
 from ..errors import LinAlgError
 from ..tensor import Tensor
 from . import shape as _shape
+from .reduction import sum_to_shape_p
 from .registry import primitive
+from .shape import reshape_p
 
 
 def _check_matmul(x, y):
@@ -85,20 +87,14 @@ def matmul_p(x, y):
 
 
 def _sum_to(g, shape):
-    from .reduction import sum_to_shape_p  # noqa: PLC0415
-
     return sum_to_shape_p(g, shape=tuple(shape))
 
 
 def _unsq_last(a):
-    from .shape import reshape_p  # noqa: PLC0415
-
     return reshape_p(a, shape=tuple(a.shape) + (1,))
 
 
 def _unsq_second_last(a):
-    from .shape import reshape_p  # noqa: PLC0415
-
     s = tuple(a.shape)
     return reshape_p(a, shape=s[:-1] + (1,) + s[-1:])
 
@@ -121,8 +117,6 @@ def _matmul_vjp_x(g, out, x, y):
 
 
 def _squeeze_last(a):
-    from .shape import reshape_p  # noqa: PLC0415
-
     return reshape_p(a, shape=tuple(a.shape)[:-1])
 
 
@@ -521,7 +515,7 @@ def _np(a):
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_linalg():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["matmul"].defbatch(b.matmul_rule)
     R["diagonal"].defbatch(b.diagonal_rule)

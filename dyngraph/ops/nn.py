@@ -339,7 +339,7 @@ nll_loss_p.defvjp(_nll_vjp, None, None)
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_nn():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["log_softmax"].defbatch(b.shift_dim)
     R["softmax"].defbatch(b.shift_dim)

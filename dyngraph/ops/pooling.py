@@ -283,7 +283,7 @@ adaptive_max_pool_p.defvjp(
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_pooling():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["max_pool"].defbatch(b.merge_leading(lambda prim, params, args: len(params["kernel_size"])))
     R["avg_pool"].defbatch(b.merge_leading(lambda prim, params, args: len(params["kernel_size"])))

@@ -18,6 +18,7 @@ from . import elementwise as _ew
 from . import shape as _shape
 from ._util import quiet_primitives
 from .registry import primitive
+from .shape import expand_p, reshape_p
 
 
 def _keep_shape(shape, dims):
@@ -39,8 +40,6 @@ def sum_to_shape_p(x, shape=()):
 
 
 def _sum_to_shape_vjp(g, out, x, shape=()):
-    from .shape import expand_p  # noqa: PLC0415
-
     return expand_p(g, shape=tuple(x.shape))
 
 
@@ -64,8 +63,6 @@ def sum_p(x, dim=None, keepdim=False, dtype=None):
 
 
 def _reduce_grad_to_input(g, x, dim, keepdim):
-    from .shape import expand_p, reshape_p  # noqa: PLC0415
-
     shape = tuple(x.shape)
     if type(g) is np.ndarray and math.prod(shape) <= _MATERIALIZE_MAX:
         # Array mode, small input: a filled array is ~5x cheaper to make than NumPy's
@@ -403,7 +400,7 @@ def _cum_ext_impl(acc, name):
 
 
 def _cum_ext_vjp(g, out, x, dim=0):
-    from .indexing import gather_backward_p  # noqa: PLC0415
+    from .indexing import gather_backward_p  # noqa: PLC0415  (indexing imports this module; max/min rules scatter through gather_backward)
 
     return gather_backward_p(g[0], out[1], shape=tuple(x.shape), dim=dim)
 
@@ -644,7 +641,7 @@ quiet_primitives(prod_p, cumsum_p, cumprod_p, shift_p, linscan_p, vector_norm_p,
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_reduction():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     for name in ("sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "var", "std",
                  "logsumexp", "vector_norm", "all", "any", "count_nonzero"):

@@ -53,7 +53,7 @@ upsample_nearest_adjoint_p.defvjp(
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_resampling():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["upsample_nearest"].defbatch(b.merge_leading(lambda prim, params, args: len(params["index"])))
     R["upsample_nearest_adjoint"].defbatch(fallback=b.BACKWARD_ONLY)

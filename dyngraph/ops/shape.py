@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .elementwise import cast_p
 from .registry import bind, primitive
 
 
@@ -42,7 +43,7 @@ expand_p.defvjp(lambda g, out, x, shape=(): _sum_to(g, tuple(x.shape)))
 
 
 def _sum_to(g, shape):
-    from .reduction import sum_to_shape_p  # noqa: PLC0415
+    from .reduction import sum_to_shape_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     return sum_to_shape_p(g, shape=shape)
 
@@ -69,7 +70,7 @@ permute_p.defvjp(lambda g, out, x, dims=(): permute_p(g, dims=tuple(int(i) for i
 
 
 def _getitem_p():
-    from .indexing import getitem_p  # noqa: PLC0415
+    from .indexing import getitem_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     return getitem_p
 
@@ -87,7 +88,6 @@ def cat_p(*xs, dim=0):
 def _cast_back(g, dtype):
     if g.dtype == dtype:
         return g
-    from .elementwise import cast_p  # noqa: PLC0415
 
     return cast_p(g, dtype=dtype)
 
@@ -183,7 +183,7 @@ def repeat_p(x, repeats=()):
 
 
 def _repeat_vjp(g, out, x, repeats=()):
-    from .reduction import sum_p  # noqa: PLC0415
+    from .reduction import sum_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     xs = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
     inter = []
@@ -204,8 +204,8 @@ def repeat_interleave_p(x, repeats, dim=0):
 
 
 def _repeat_interleave_vjp(g, out, x, repeats, dim=0):
-    from .indexing import index_select_backward_p  # noqa: PLC0415
-    from .reduction import sum_p  # noqa: PLC0415
+    from .indexing import index_select_backward_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
+    from .reduction import sum_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     shape = tuple(x.shape)
     if isinstance(repeats, int):    # sum each run of `repeats` slices: a reshape and a sum
@@ -304,7 +304,7 @@ clone_p.defvjp(lambda g, out, x: g)
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_shape():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     R["reshape"].defbatch(b.reshape_rule)
     R["expand"].defbatch(b.expand_rule)

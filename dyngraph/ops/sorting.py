@@ -114,7 +114,7 @@ def unique_consecutive_p(x, dim=None):
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_sorting():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
+    from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
     for name in ("sort", "topk", "kthvalue"):
         R[name].defbatch(b.shift_dim)

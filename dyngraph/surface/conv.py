@@ -19,6 +19,7 @@ from ..ops.conv import (
     unfold_p,
 )
 from ..ops.registry import bind
+from .shape import reshape
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
 
@@ -74,8 +75,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
             f"(got {input._data.ndim}D input of shape {list(input.shape)})")
     added = input._data.ndim == 2
     if added:
-        from ..surface.shape import reshape  # noqa: PLC0415
-
         input = reshape(input, (1,) + _size(input))
     params = _fold_params(op, kernel_size, dilation, padding, stride)
     osize = _tuple(output_size, 2, "output_size", op)
@@ -125,8 +124,6 @@ def _batchify(op, input, nd):
     if r == nd + 2:
         return input, False
     if r == nd + 1:
-        from ..surface.shape import reshape  # noqa: PLC0415
-
         return reshape(input, (1,) + _size(input)), True
     raise RuntimeError(
         f"{op}: expected a {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input, got a "
@@ -136,7 +133,6 @@ def _batchify(op, input, nd):
 def _unbatch(t, added):
     if not added:
         return t
-    from ..surface.shape import reshape  # noqa: PLC0415
 
     return reshape(t, _size(t)[1:])
 

@@ -110,6 +110,7 @@ from ..ops.elementwise import (
 )
 from ..ops.registry import bind
 from ..tensor import Tensor
+from .indexing import nonzero
 from .inplace import apply_inplace
 
 __all__ = [
@@ -417,8 +418,6 @@ clip = clamp
 def where(condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other`` (broadcast)."""
     if input is None and other is None:
-        from .indexing import nonzero  # noqa: PLC0415
-
         return nonzero(condition, as_tuple=True)
     condition = as_tensor_arg(condition, "where")
     args = (condition, operand(input), operand(other))

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._core.graph import Meta, bump_version
 from .._core.state import STATE, concrete
+from ..creation import tensor as _tensor
 from ..ops._util import as_tensor_arg
 from ..ops.indexing import (
     TENSOR,
@@ -43,6 +44,7 @@ from ..ops.reduction import count_nonzero_p as _count_nonzero_p
 from ..ops.registry import bind
 from ..tensor import Tensor, _wrap_dim
 from .inplace import _check_target, apply_inplace
+from .shape import expand
 
 __all__ = [
     "index_put", "gather", "scatter", "scatter_add", "scatter_reduce", "index_select",
@@ -492,8 +494,6 @@ def masked_fill(input, mask, value):
 
 def masked_select(input, mask):
     """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast)."""
-    from ..surface.shape import expand  # noqa: PLC0415
-
     mask = _mask_arg(mask, "masked_select")
     shape = _bcast("masked_select", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
@@ -509,8 +509,6 @@ def masked_select(input, mask):
 
 def masked_scatter(input, mask, source):
     """A copy of ``input`` with the first elements of ``source`` written where ``mask`` is True."""
-    from ..surface.shape import expand  # noqa: PLC0415
-
     mask = _mask_arg(mask, "masked_scatter")
     shape = _bcast("masked_scatter", input._data.shape, mask._data.shape)
     x = input if input._data.shape == shape else expand(input, shape)
@@ -536,8 +534,6 @@ def take(input, index):
 
 def take_along_dim(input, indices, dim=None):
     """``gather`` with broadcasting of ``input`` and ``indices`` (flattened when dim is None)."""
-    from ..surface.shape import expand  # noqa: PLC0415
-
     indices = _index_tensor(indices)
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
@@ -675,7 +671,6 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     """
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
         raise TypeError("isin: at least one of elements and test_elements must be a Tensor")
-    from ..creation import tensor as _tensor  # noqa: PLC0415
 
     el = elements if isinstance(elements, Tensor) else _tensor(elements)
     te = test_elements if isinstance(test_elements, Tensor) else _tensor(test_elements)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.state import STATE, note_inplace
+from ..backend import device_of, move_to
 from ..ops._util import operand
 from ..tensor import Tensor
 
@@ -186,7 +187,6 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
         return apply_inplace(self, compute, "copy_")
     _check_target(self, "copy_")
     value = src._data
-    from ..backend import device_of, move_to  # noqa: PLC0415
 
     if device_of(value) != device_of(self._data):
         value = move_to(value, device_of(self._data))

@@ -58,7 +58,7 @@ def matmul(input, other):
     dyngraph.Size([2, 4])
     """
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)) and _sparse(input, other):
-        from ..sparse import matmul as sparse_matmul  # noqa: PLC0415
+        from ..sparse import matmul as sparse_matmul  # noqa: PLC0415  (dg.sparse is built on this layer; sparse operands only)
 
         return sparse_matmul(input, other)
     input = as_tensor_arg(input, "matmul")
@@ -68,7 +68,7 @@ def matmul(input, other):
 
 def _sparse(*xs) -> bool:
     """Whether an operand is a ``dg.sparse`` COO tensor (not a Tensor: dg.sparse multiplies it)."""
-    from ..sparse import SparseTensor  # noqa: PLC0415
+    from ..sparse import SparseTensor  # noqa: PLC0415  (dg.sparse is built on this layer; sparse operands only)
 
     return any(isinstance(x, SparseTensor) for x in xs)
 
@@ -114,7 +114,7 @@ def mm(input, mat2):
     dyngraph.Size([2, 4])
     """
     if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)) and _sparse(input, mat2):
-        from ..sparse import mm as sparse_mm  # noqa: PLC0415
+        from ..sparse import mm as sparse_mm  # noqa: PLC0415  (dg.sparse is built on this layer; sparse operands only)
 
         return sparse_mm(input, mat2)
     input, mat2 = _tensor(input, "mm"), _tensor(mat2, "mm")

@@ -7,6 +7,8 @@ The primitives are in :mod:`dyngraph.ops.nn`; ``dyngraph.nn.functional`` builds 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._core.graph import bump_version
@@ -30,7 +32,6 @@ __all__ = ["softmax", "log_softmax"]
 
 def _softmax_dim(ndim: int) -> int:
     # PyTorch's legacy choice when dim is not given (with a deprecation warning)
-    import warnings  # noqa: PLC0415
 
     warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
                   "to include dim=X as an argument.", stacklevel=3)

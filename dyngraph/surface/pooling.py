@@ -30,6 +30,8 @@ from .conv import (
     _tuple,
     _unbatch,
 )
+from .linalg import matmul
+from .shape import transpose
 
 __all__ = [
     "max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d",
@@ -216,9 +218,6 @@ def _pool_matrix(n_in, n_out, dtype):
 
 
 def _adaptive_avg_nd(op, nd, input, output_size):
-    from ..surface.linalg import matmul  # noqa: PLC0415
-    from ..surface.shape import transpose  # noqa: PLC0415
-
     input = as_tensor_arg(input, op)
     _check_float(op, input)
     input, added = _batchify(op, input, nd)

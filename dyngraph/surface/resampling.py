@@ -23,7 +23,9 @@ from .conv import (
     _check_float,
     _tuple,
 )
+from .linalg import matmul
 from .pooling import _adaptive_avg_nd
+from .shape import transpose
 
 
 def _nearest_index(n_in, n_out, scale, exact):
@@ -141,8 +143,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode.startswith("nearest"):
         index = tuple(_nearest_index(sp[i], out[i], scales[i], mode == "nearest-exact") for i in range(nd))
         return bind(upsample_nearest_p, (input,), {"index": index})
-    from ..surface.linalg import matmul  # noqa: PLC0415
-    from ..surface.shape import transpose  # noqa: PLC0415
 
     ac = bool(align_corners)
     dt = input._data.dtype

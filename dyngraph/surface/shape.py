@@ -7,10 +7,14 @@ The primitives (forward, rules, save spec, view marks) are in :mod:`dyngraph.ops
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from .. import dtypes as _dt
 from .._core.graph import bump_version
 from .._core.state import STATE, concrete
+from ..creation import from_numpy, zeros
 from ..ops._util import normalize_dims
 from ..ops.registry import _mark_view, bind
 from ..ops.shape import (
@@ -158,8 +162,6 @@ def _view_method(self, *shape):
     """``x.view(*shape)`` (a view; PyTorch's error when the strides do not allow one) or
     ``x.view(dtype)`` (reinterpret the bytes, not differentiable)."""
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list, Size, np.integer)):
-        from .. import dtypes as _dt  # noqa: PLC0415
-
         np_dt = _dt.to_numpy_dtype(shape[0])
         if np_dt == self._data.dtype:
             return _alias(self)
@@ -812,8 +814,6 @@ def broadcast_shapes(*shapes):
     >>> dg.broadcast_shapes((2, 1), (3,))
     dyngraph.Size([2, 3])
     """
-    from ..size import Size  # noqa: PLC0415
-
     try:
         return Size(np.broadcast_shapes(*((s,) if isinstance(s, int) else tuple(s) for s in shapes)))
     except ValueError:
@@ -860,7 +860,6 @@ def _unfold_method(self, dimension: int, size: int, step: int):
         return reshape(self, 1)
     n = (length - size) // step + 1
     idx = (np.arange(n)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-    from ..creation import from_numpy  # noqa: PLC0415
 
     picked = index_select(self, d, from_numpy(idx))                    # (..., n*size, ...)
     shape = tuple(self.shape)
@@ -880,8 +879,6 @@ def block_diag(*tensors):
         raise RuntimeError("torch.block_diag: Input tensors must have 2 or fewer dimensions. Got shapes "
                            + ", ".join(str(list(t.shape)) for t in tensors))
     if not mats:
-        from ..creation import zeros  # noqa: PLC0415
-
         return zeros(1, 0)
     width = sum(m.shape[1] for m in mats)
     rows, left = [], 0
@@ -923,10 +920,7 @@ def cartesian_prod(*tensors):
 def combinations(input, r: int = 2, with_replacement: bool = False):
     """Length-``r`` combinations of the elements of a 1-D tensor, as rows (like
     ``itertools.combinations`` / ``combinations_with_replacement``)."""
-    import itertools  # noqa: PLC0415
-
-    from ..creation import from_numpy  # noqa: PLC0415
-    from .indexing import index_select  # noqa: PLC0415
+    from .indexing import index_select  # noqa: PLC0415  (surface.indexing imports this module)
 
     if input.ndim != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")

@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from .. import return_types as _rt
+from ..creation import from_numpy
 from ..ops._util import as_tensor_arg
 from ..ops.registry import bind
 from ..ops.sorting import (
@@ -23,11 +24,13 @@ from ..ops.sorting import (
     unique_p,
 )
 from ..tensor import Tensor, _wrap_dim
+from .elementwise import where
 from .indexing import (
     concrete,
     gather,
     index_select,
 )
+from .shape import movedim, reshape
 
 __all__ = [
     "sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive", "searchsorted",
@@ -161,10 +164,6 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
     >>> dg.quantile(dg.tensor([1., 2., 3., 4.]), 0.5)
     tensor(2.5000)
     """
-    from ..creation import from_numpy  # noqa: PLC0415
-    from ..surface.elementwise import where  # noqa: PLC0415
-    from ..surface.shape import movedim, reshape  # noqa: PLC0415
-
     x = as_tensor_arg(input, "quantile")
     if x._data.dtype.kind != "f":
         raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {x.dtype}")
