@@ -100,9 +100,8 @@ def multi_dot(tensors) -> Tensor:
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Matrix norm over the two dims ``dim``: ``'fro'``, ``1``, ``-1``, ``inf``, ``-inf``.
-
-    (``'nuc'``, ``2`` and ``-2`` need singular values and are not supported.)
+    """Matrix norm over the two dims ``dim``: ``'fro'``, ``'nuc'``, ``2``, ``-2``, ``1``, ``-1``,
+    ``inf``, ``-inf`` (``'nuc'`` and ``+-2`` from the singular values).
 
     >>> dg.linalg.matrix_norm(dg.tensor([[1., -2.], [3., 4.]]), ord=1)
     tensor(6.)
@@ -120,9 +119,19 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     if ord == "fro":
         return _red.vector_norm(A, 2, (d0, d1), keepdim, dtype=dtype)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(
-            f"linalg.matrix_norm: ord={ord!r} needs singular values (SVD), which dyngraph does "
-            "not implement yet; use 'fro', 1, -1, inf or -inf")
+        # from the singular values: their sum, the largest or the smallest (gradients through
+        # the SVD, as in PyTorch)
+        if dtype is not None:
+            A = A.to(dtype)
+        if A._data.dtype.kind != "f":
+            raise RuntimeError("linalg.matrix_norm: Expected a floating point or complex tensor as "
+                               f"input. Got {A.dtype}")
+        sv = _lin.svdvals(A.movedim((d0, d1), (-2, -1)))
+        out = _red.sum(sv, -1) if ord == "nuc" else (_red.amax(sv, -1) if ord == 2 else _red.amin(sv, -1))
+        if keepdim:
+            for d in sorted((d0, d1)):
+                out = out.unsqueeze(d)
+        return out
     if ord not in (1, -1, _INF, -_INF):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if dtype is not None:

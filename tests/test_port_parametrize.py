@@ -43,27 +43,30 @@ def _train(lib, model, steps=4, eval_after=True):
     return losses, _np(out)
 
 
-@pytest.mark.parametrize("kind", ["weight_norm", "weight_norm_dimNone", "spectral_norm", "spectral_conv"])
+@pytest.mark.parametrize("kind", ["weight_norm", "weight_norm_dimNone", "spectral_norm", "spectral_conv",
+                                  "hook_spectral_norm", "hook_spectral_conv"])
 def test_parametrizations_train_like_torch(kind):
     def make(lib):
         P = lib.nn.utils.parametrizations
-        if kind == "spectral_conv":
+        if kind in ("spectral_conv", "hook_spectral_conv"):
             conv = lib.nn.Conv1d(1, 3, 2).double()
-            P.spectral_norm(conv, n_power_iterations=2)
+            (P.spectral_norm if kind == "spectral_conv" else lib.nn.utils.spectral_norm)(conv, n_power_iterations=2)
             return lib.nn.Sequential(lib.nn.Unflatten(1, (1, 4)), conv, lib.nn.Flatten(), lib.nn.Linear(9, 2).double())
         layer = lib.nn.Linear(4, 3).double()
         if kind == "weight_norm":
             P.weight_norm(layer)
         elif kind == "weight_norm_dimNone":
             P.weight_norm(layer, dim=None)
+        elif kind == "hook_spectral_norm":
+            lib.nn.utils.spectral_norm(layer)
         else:
             P.spectral_norm(layer)
         return lib.nn.Sequential(layer, lib.nn.Tanh(), lib.nn.Linear(3, 2).double())
 
     tm, dm = _pair(make)
     assert list(tm.state_dict()) == list(dm.state_dict())
-    first = tm[1] if kind == "spectral_conv" else tm[0]
-    dfirst = dm[1] if kind == "spectral_conv" else dm[0]
+    first = tm[1] if kind.endswith("conv") else tm[0]
+    dfirst = dm[1] if kind.endswith("conv") else dm[0]
     assert type(first).__name__ == type(dfirst).__name__          # ParametrizedLinear
     np.testing.assert_allclose(_np(dfirst.weight), _np(first.weight), rtol=1e-12)
     t_res, d_res = _train(torch, tm), _train(dyngraph, dm)
@@ -71,6 +74,11 @@ def test_parametrizations_train_like_torch(kind):
     np.testing.assert_allclose(d_res[1], t_res[1], rtol=1e-10)
     for (k, a), b in zip(tm.state_dict().items(), dm.state_dict().values()):
         np.testing.assert_allclose(_np(b), _np(a), rtol=1e-9, atol=1e-12, err_msg=k)
+    if kind.startswith("hook"):
+        torch.nn.utils.remove_spectral_norm(first)
+        dyngraph.nn.utils.remove_spectral_norm(dfirst)
+        assert list(first.state_dict()) == list(dfirst.state_dict())
+        np.testing.assert_allclose(_np(dfirst.weight), _np(first.weight), rtol=1e-10)
 
 
 def test_register_custom_parametrization_like_torch():

@@ -45,6 +45,9 @@ RUNS = [
     ("s21_sac_continuous.py", ["--noise", "numpy"], [], (2e-5, 5e-6), ()),
     ("s21_sac_continuous.py", ["--noise", "numpy", "--double"], [], 1e-9, ()),
     ("s21_sac_continuous.py", ["--updates", "3"], [], 2e-5, ("history", "target_w", "manual", "transform")),
+    ("s22_sngan_hinge_ema.py", ["--noise", "numpy"], [], 2e-5, ()),
+    ("s22_sngan_hinge_ema.py", ["--noise", "numpy", "--sn-api", "hook"], [], 2e-5, ()),
+    ("s22_sngan_hinge_ema.py", ["--iters", "2"], [], 2e-5, ("history", "sigma")),
 ]
 
 

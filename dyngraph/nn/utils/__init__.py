@@ -1,4 +1,5 @@
-"""``dg.nn.utils``: gradient clipping, parameter/vector conversion, weight norm, RNN packing."""
+"""``dg.nn.utils``: gradient clipping, parameter/vector conversion, weight and spectral norm,
+parametrizations, RNN packing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .clip_grad import (  # noqa: F401
     get_total_norm,
 )
 from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
+from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from .weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
 try:
