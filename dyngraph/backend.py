@@ -103,6 +103,15 @@ def device_of(a) -> device:
     return CPU
 
 
+def host_array(a) -> np.ndarray:
+    """``a`` as a NumPy array on the CPU (a copy only when it lives on a GPU).
+
+    >>> host_array(np.zeros(2)).shape
+    (2,)
+    """
+    return a if type(a) is np.ndarray else move_to(a, device("cpu"))
+
+
 def move_to(a, dev: device):
     """Copy array ``a`` to device ``dev`` (no copy when it is already there)."""
     if dev.type == "cpu":

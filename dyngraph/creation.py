@@ -16,7 +16,9 @@ from . import dtypes as _dt
 from . import random as _random
 from .backend import device as _device
 from .backend import move_to
+from .dtypes import default_float_np, to_numpy_dtype
 from .random import rng_of
+from .size import Size
 from .tensor import Tensor
 
 __all__ = [
@@ -104,6 +106,38 @@ def _to_array(data, dtype=None, copy: bool = True) -> np.ndarray:
         if msg is None:
             raise
         raise ValueError(msg) from None
+
+
+def _legacy_init(self, *args, dtype=None, requires_grad: bool = False):
+    """``Tensor.__init__`` (attached by dyngraph.surface.methods): PyTorch's legacy constructor.
+
+    >>> dg.Tensor(2, 3).shape
+    dyngraph.Size([2, 3])
+    """
+    # PyTorch's legacy constructor: ``Tensor(2, 3)`` / ``Tensor(Size)`` is a shape
+    # (zero-filled here), ``Tensor(data)`` copies data as the default float dtype,
+    # ``Tensor(tensor)`` shares the tensor's array and dtype.
+    np_dt = to_numpy_dtype(dtype) if dtype is not None else default_float_np()
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        arr = args[0]._data if dtype is None else args[0]._data.astype(np_dt)
+    elif len(args) == 1 and isinstance(args[0], Size):
+        arr = np.zeros(tuple(args[0]), np_dt)
+    elif args and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        arr = np.zeros(tuple(int(a) for a in args), np_dt)
+    elif len(args) <= 1:
+        arr = _to_array(args[0] if args else [], np_dt)
+    else:
+        raise TypeError(f"Tensor(): expected sizes (ints) or one data argument, got {args!r}")
+    self._data = arr
+    self._rg = False
+    self._fn = None
+    self._nr = 0
+    self._grad = None
+    self._vc = None
+    self._base = None
+    self._hooks = None
+    if requires_grad:
+        self.requires_grad_(True)
 
 
 def _ragged(data) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
+from .backend import host_array
 
 _OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
 
@@ -78,9 +79,7 @@ def format_array(a: np.ndarray, prefix: str) -> str:
 
 
 def tensor_repr(t) -> str:
-    from .tensor import _host  # noqa: PLC0415
-
-    a = _host(t._data)
+    a = host_array(t._data)
     prefix = "tensor("
     body = format_array(a, prefix)
     extras = []

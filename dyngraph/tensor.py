@@ -19,13 +19,18 @@ place.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import dtypes as _dt
 from ._core.graph import LeafHooks, RemovableHandle, retain_grad_ref, version
 from ._core.state import STATE, concrete, set_grad
 from .backend import device as _device
-from .backend import device_of, move_to
+from .backend import device_of
+from .backend import host_array as _host
+from .printing import tensor_repr
+from .size import Size
 
 __all__ = ["Tensor"]
 
@@ -44,36 +49,6 @@ class Tensor:
 
     __slots__ = ("_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks", "__weakref__")
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected ops
-
-    def __init__(self, *args, dtype=None, requires_grad: bool = False):
-        # PyTorch's legacy constructor: ``Tensor(2, 3)`` / ``Tensor(Size)`` is a shape
-        # (zero-filled here), ``Tensor(data)`` copies data as the default float dtype,
-        # ``Tensor(tensor)`` shares the tensor's array and dtype.
-        from .creation import _to_array  # noqa: PLC0415
-        from .dtypes import default_float_np, to_numpy_dtype  # noqa: PLC0415
-        from .size import Size  # noqa: PLC0415
-
-        np_dt = to_numpy_dtype(dtype) if dtype is not None else default_float_np()
-        if len(args) == 1 and isinstance(args[0], Tensor):
-            arr = args[0]._data if dtype is None else args[0]._data.astype(np_dt)
-        elif len(args) == 1 and isinstance(args[0], Size):
-            arr = np.zeros(tuple(args[0]), np_dt)
-        elif args and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
-            arr = np.zeros(tuple(int(a) for a in args), np_dt)
-        elif len(args) <= 1:
-            arr = _to_array(args[0] if args else [], np_dt)
-        else:
-            raise TypeError(f"Tensor(): expected sizes (ints) or one data argument, got {args!r}")
-        self._data = arr
-        self._rg = False
-        self._fn = None
-        self._nr = 0
-        self._grad = None
-        self._vc = None
-        self._base = None
-        self._hooks = None
-        if requires_grad:
-            self.requires_grad_(True)
 
     @staticmethod
     def _make(data, requires_grad, fn, nr, cls=None):
@@ -118,8 +93,6 @@ class Tensor:
     @property
     def grad(self):
         if self._fn is not None and self._grad is None and not _retains(self):
-            import warnings  # noqa: PLC0415
-
             warnings.warn(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
                 "Its .grad attribute won't be populated during autograd.backward(). If you "
@@ -225,8 +198,6 @@ class Tensor:
     # -- array properties -----------------------------------------------------
     @property
     def shape(self):
-        from .size import Size  # noqa: PLC0415
-
         return Size(self._data.shape)
 
     def size(self, dim: int | None = None):
@@ -394,7 +365,6 @@ class Tensor:
     def __repr__(self) -> str:
         if STATE.interpreter is not None:
             concrete(self, "repr")  # printing shows values: the interpreter must know
-        from .printing import tensor_repr  # noqa: PLC0415
 
         return tensor_repr(self)
 
@@ -409,26 +379,6 @@ class Tensor:
 
     def cuda(self, device=None) -> Tensor:
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
-
-    def to(self, *args, **kwargs) -> Tensor:
-        """Convert dtype and/or device: ``t.to(dg.float64)``, ``t.to("cpu")``, ``t.to(other)``."""
-        dtype, dev, copy = parse_to_args(args, kwargs)
-        out = self
-        if dtype is not None:
-            np_dt = _dt.to_numpy_dtype(dtype)
-            if np_dt != self._data.dtype:
-                from .surface.elementwise import cast  # noqa: PLC0415
-
-                out = cast(out, dtype=np_dt)
-        if dev is not None:
-            dev = _device(dev)
-            if dev != out.device:
-                from .surface.elementwise import to_device  # noqa: PLC0415
-
-                out = to_device(out, device=str(dev))
-        if copy and out is self:
-            out = self.clone()
-        return out
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
         if dtype is None:
@@ -516,10 +466,6 @@ def parse_to_args(args, kwargs) -> tuple:
 def _retains(t) -> bool:
     fn = t._fn
     return fn is not None and fn.retained is not None and t._nr in fn.retained
-
-
-def _host(a):
-    return a if type(a) is np.ndarray else move_to(a, _device("cpu"))
 
 
 def _rebuild(data, requires_grad):

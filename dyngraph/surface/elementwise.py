@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from .._core.state import concrete
+from ..backend import device as _device
 from ..dtypes import get_default_dtype
 from ..ops._util import as_tensor_arg, operand
 from ..ops.elementwise import (
@@ -109,7 +111,7 @@ from ..ops.elementwise import (
     xlogy_p,
 )
 from ..ops.registry import bind
-from ..tensor import Tensor
+from ..tensor import Tensor, parse_to_args
 from .indexing import nonzero
 from .inplace import apply_inplace
 
@@ -162,6 +164,23 @@ def cast(x, dtype):
 
 def to_device(x, device):
     return bind(to_device_p, (x,), {"device": device})
+
+
+def _to(self, *args, **kwargs) -> Tensor:
+    """Convert dtype and/or device: ``t.to(dg.float64)``, ``t.to("cpu")``, ``t.to(other)``."""
+    dtype, dev, copy = parse_to_args(args, kwargs)
+    out = self
+    if dtype is not None:
+        np_dt = _dt.to_numpy_dtype(dtype)
+        if np_dt != self._data.dtype:
+            out = cast(out, dtype=np_dt)
+    if dev is not None:
+        dev = _device(dev)
+        if dev != out.device:
+            out = to_device(out, device=str(dev))
+    if copy and out is self:
+        out = self.clone()
+    return out
 
 
 def _un(prim):

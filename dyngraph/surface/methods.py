@@ -23,6 +23,7 @@ METHODS: dict = {}
 
 # -- elementwise: operators, math, comparisons, logic --------------------------------------
 METHODS.update({
+    "to": _ew._to,
     "__add__": _ew._add, "__radd__": _ew._radd, "__sub__": _ew._sub, "__rsub__": _ew._rsub,
     "__mul__": _ew._mul, "__rmul__": _ew._rmul, "__truediv__": _ew._div, "__rtruediv__": _ew._rdiv,
     "__floordiv__": _ew._fdiv, "__rfloordiv__": _ew._rfdiv, "__mod__": _ew._mod, "__rmod__": _ew._rmod,
@@ -214,6 +215,7 @@ METHODS.update({
 
 # -- creation and random sampling (x.new_zeros(), x.normal_(), x.bernoulli()), device and layout
 #    predicates (x.is_cpu, x.layout): last, as creation.py installed them after the families
+METHODS["__init__"] = _cr._legacy_init
 METHODS.update({"multinomial": _cr.multinomial, "bernoulli": _cr.bernoulli, "matrix_power": _cr._matrix_power_method, "is_nonzero": _cr.is_nonzero,
                 "is_complex": _cr.is_complex,
                 "pin_memory": _cr._pin_memory, "is_pinned": lambda self, device=None: False,
