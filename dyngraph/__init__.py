@@ -51,6 +51,8 @@ _LAZY_ATTRS = {
     "save": ("serialization", "save"),
     "load": ("serialization", "load"),
     "compile": ("jit", "compile"),
+    "cholesky_solve": ("linalg", "cholesky_solve"),
+    "cholesky_inverse": ("linalg", "cholesky_inverse"),
     "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
     "spmm": ("sparse", "spmm"),
     "sparse_coo": ("sparse", "sparse_coo"),

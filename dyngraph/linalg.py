@@ -10,6 +10,8 @@ tensor(5.)
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from .errors import LinAlgError
@@ -24,7 +26,7 @@ __all__ = [
     "norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
     "matmul", "multi_dot", "vecdot", "diagonal", "tensordot", "qr", "matrix_power", "eigh",
     "eigvalsh", "svd", "svdvals", "pinv",
-    "lstsq", "cross",
+    "lstsq", "cross", "solve_triangular", "cholesky_ex", "inv_ex", "matrix_rank", "cond",
 ]
 
 vector_norm = _red.vector_norm
@@ -174,3 +176,134 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
     raise RuntimeError(
         f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
         f"{A._data.ndim}D")
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False) -> Tensor:
+    """The ``X`` with ``A @ X = B`` (``X @ A = B`` for ``left=False``) for a triangular ``A``;
+    only the triangle ``upper`` names is read (so its gradient is triangular, as in PyTorch),
+    and ``unitriangular=True`` takes the diagonal as ones.
+
+    >>> L = dg.tensor([[2., 0.], [1., 1.]])
+    >>> dg.linalg.solve_triangular(L, dg.tensor([[2.], [2.]]), upper=False)
+    tensor([[1.],
+            [1.]])
+    """
+    A = as_tensor_arg(A, "linalg.solve_triangular")
+    B = as_tensor_arg(B, "linalg.solve_triangular")
+    if A.dim() < 2 or B.dim() < 2:
+        raise RuntimeError(f"linalg.solve_triangular: The input tensor A must have at least 2 dimensions "
+                           f"(got A of shape {list(A.shape)} and B of shape {list(B.shape)})")
+    tri = A.triu() if upper else A.tril()
+    if unitriangular:
+        d = _lin.diagonal(tri, 0, -2, -1)
+        tri = tri - _lin.diag_embed(d) + _lin.diag_embed(d.detach() * 0 + 1)
+    if left:
+        return _lin.solve(tri, B)
+    return _lin.solve(tri.mT, B.mT).mT
+
+
+_CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
+_InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
+
+
+def _ex(fn, A: Tensor, check_errors: bool):
+    """``fn(A)`` with PyTorch's ``*_ex`` contract: an int32 ``info`` per matrix, 0 on success.
+    A matrix that fails gets ``info = 1`` and a zero result instead of an error, unless
+    ``check_errors``."""
+    from . import dtypes as _dt  # noqa: PLC0415
+    from .creation import tensor, zeros, zeros_like  # noqa: PLC0415
+    from .surface.shape import stack  # noqa: PLC0415
+
+    batch = tuple(A.shape[:-2])
+    try:
+        return fn(A), zeros(batch, dtype=_dt.int32)
+    except LinAlgError:
+        if check_errors:
+            raise
+    flat = A.reshape(-1, *A.shape[-2:])
+    outs, infos = [], []
+    for i in range(flat.shape[0]):       # only after a failure: find which matrices failed
+        try:
+            outs.append(fn(flat[i]))
+            infos.append(0)
+        except LinAlgError:
+            outs.append(zeros_like(flat[i]))
+            infos.append(1)
+    return stack(outs).reshape(*A.shape), tensor(infos, dtype=_dt.int32).reshape(batch)
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
+    """``(L, info)``: the Cholesky factor and, per matrix, 0 (success) or 1 (not
+    positive-definite; that ``L`` is zeros) instead of an error.
+
+    >>> L, info = dg.linalg.cholesky_ex(K)
+    >>> if info.any(): K = K + 1e-6 * dg.eye(len(K))
+    """
+    L, info = _ex(lambda M: cholesky(M, upper=upper), as_tensor_arg(A, "linalg.cholesky_ex"), check_errors)
+    return _CholeskyExResult(L, info)
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False):
+    """``(inverse, info)``: the inverse and, per matrix, 0 or 1 (singular; that inverse is zeros)."""
+    Ainv, info = _ex(inv, as_tensor_arg(A, "linalg.inv_ex"), check_errors)
+    return _InvExResult(Ainv, info)
+
+
+def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
+    """The number of singular values above ``max(atol, rtol * S_max)`` (default
+    ``rtol = eps * max(m, n)`` when neither is given, as in PyTorch); an int64 tensor.
+
+    >>> dg.linalg.matrix_rank(dg.ones(3, 3))
+    tensor(1)
+    """
+    A = as_tensor_arg(A, "linalg.matrix_rank")
+    sv = _lin.svdvals(A).detach()
+    eps = float(np.finfo(A._data.dtype).eps)
+    if atol is None and rtol is None:
+        rtol = eps * max(A.shape[-2], A.shape[-1])
+    smax = _red.amax(sv, -1, keepdim=True)
+    tol = smax * 0.0
+    if atol is not None:
+        tol = _ew.maximum(tol, tol * 0.0 + atol)
+    if rtol is not None:
+        tol = _ew.maximum(tol, smax * rtol)
+    return _red.sum(sv > tol, -1)
+
+
+def cond(A: Tensor, p=None) -> Tensor:
+    """The condition number of ``A`` in the norm ``p`` (``None``/``2``: ratio of the extreme
+    singular values; ``-2``: its inverse; ``'fro'``, ``'nuc'``, ``1``, ``inf``...:
+    ``norm(A, p) * norm(inv(A), p)``).
+
+    >>> dg.linalg.cond(dg.tensor([[1., 0.], [0., 4.]]))
+    tensor(4.)
+    """
+    A = as_tensor_arg(A, "linalg.cond")
+    if p is None or p in (2, -2):
+        sv = _lin.svdvals(A)
+        big, small = _red.amax(sv, -1), _red.amin(sv, -1)
+        return big / small if p in (None, 2) else small / big
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky_solve``: the ``X`` with ``A @ X = B`` for ``A = L @ L.mT`` given its
+    Cholesky factor (``upper=True``: ``A = U.mT @ U``), by two triangular solves.
+
+    >>> L = dg.linalg.cholesky(K)
+    >>> alpha = dg.cholesky_solve(y, L)        # K^-1 y
+    """
+    L = as_tensor_arg(L, "cholesky_solve")
+    if upper:
+        return solve_triangular(L, solve_triangular(L.mT, B, upper=False), upper=True)
+    return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
+
+
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky_inverse``: ``A^-1`` for ``A = L @ L.mT`` given ``L`` (``upper``: ``U``)."""
+    from .creation import eye  # noqa: PLC0415
+
+    L = as_tensor_arg(L, "cholesky_inverse")
+    identity = eye(L.shape[-1], dtype=L.dtype).expand(*L.shape)
+    return cholesky_solve(identity, L, upper)

@@ -25,3 +25,57 @@ def test_matrix_norm_from_singular_values(ord, dim, keepdim):
     m = a[0]
     assert dyngraph.linalg.norm(dyngraph.tensor(m), ord=ord).item() == pytest.approx(
         torch.linalg.norm(torch.tensor(m), ord=ord).item(), rel=1e-12)
+
+
+def _spd(rng, n, batch=()):
+    a = rng.standard_normal(batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+@pytest.mark.parametrize("upper, left, unit", [(False, True, False), (True, True, False), (False, False, True),
+                                               (True, False, True)])
+def test_solve_triangular_and_cholesky_solve_match_torch(upper, left, unit):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 3, 3)) + 3 * np.eye(3), rng.standard_normal((2, 3, 3))
+    res = []
+    for lib in (torch, dyngraph):
+        A, B = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        X = lib.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
+        (X * lib.tensor(b)).sum().backward()
+        res.append((X, A.grad, B.grad))
+    for d, t in zip(res[1], res[0]):
+        np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-12)
+    res = []
+    k = _spd(rng, 3, (2,))
+    y = rng.standard_normal((2, 3, 2))
+    for lib in (torch, dyngraph):
+        K, Y = lib.tensor(k, requires_grad=True), lib.tensor(y, requires_grad=True)
+        L = lib.linalg.cholesky(K, upper=upper)
+        X = lib.cholesky_solve(Y, L, upper=upper)
+        Kinv = lib.cholesky_inverse(L[0], upper=upper)
+        (X.sum() + Kinv.sum()).backward()
+        res.append((X, Kinv, K.grad, Y.grad))
+    for d, t in zip(res[1], res[0]):
+        np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_ex_variants_rank_and_cond_match_torch():
+    rng = np.random.default_rng(2)
+    good = _spd(rng, 3)
+    batch = np.stack([good, -good, good])
+    for lib in (torch, dyngraph):
+        L, info = lib.linalg.cholesky_ex(lib.tensor(batch))
+        assert info.tolist() == [0, 1, 0] and str(info.dtype).endswith("int32")
+        assert lib.allclose(L[0], lib.linalg.cholesky(lib.tensor(good)))
+        inv, info = lib.linalg.inv_ex(lib.tensor(np.stack([good, np.zeros((3, 3))])))
+        assert info.tolist() == [0, 1]
+        with pytest.raises(RuntimeError):
+            lib.linalg.cholesky_ex(lib.tensor(-good), check_errors=True)
+    low_rank = rng.standard_normal((4, 2)) @ rng.standard_normal((2, 5))
+    for m, kw in ((low_rank, {}), (np.eye(3), {"atol": 0.5}), (np.diag([1.0, 1e-3, 1e-9]), {"rtol": 1e-4})):
+        assert dyngraph.linalg.matrix_rank(dyngraph.tensor(m), **kw).item() == \
+            torch.linalg.matrix_rank(torch.tensor(m), **kw).item()
+    assert dyngraph.linalg.matrix_rank(dyngraph.tensor(low_rank)).dtype == dyngraph.int64
+    for p in (None, 2, -2, "fro", "nuc", 1, float("inf")):
+        np.testing.assert_allclose(dyngraph.linalg.cond(dyngraph.tensor(good), p).item(),
+                                   torch.linalg.cond(torch.tensor(good), p).item(), rtol=1e-10)
