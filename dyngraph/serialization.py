@@ -193,6 +193,9 @@ def _defaults() -> dict[str, Any]:
         if (not key.startswith("_") and isinstance(obj, (types.FunctionType, types.BuiltinFunctionType))
                 and mod.startswith(("dyngraph.nn.", "dyngraph.ops.", "dyngraph.surface."))):
             table[_qualname(obj)] = obj
+            # and by its public name: a function moved between nn.functional's modules keeps
+            # loading from files that named it dyngraph.nn.functional.<name>
+            table.setdefault(f"dyngraph.nn.functional.{key}", obj)
             if mod.startswith("dyngraph.surface."):
                 # checkpoints written before the surface layer existed name the function
                 # by its old home in dyngraph.ops

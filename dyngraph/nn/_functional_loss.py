@@ -14,12 +14,14 @@ import numpy as np
 
 from .._core.state import concrete
 from ..surface import elementwise as E
+from ..surface.indexing import gather, one_hot
 from ..surface.nn import log_softmax, nll_loss_nd
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import reshape
 from ._functional_common import as_tensor as _t
 from ._functional_common import const as _const
+from ._functional_common import logsigmoid, pairwise_distance
 from ._functional_common import require_float as _require_float
 
 __all__ = [
@@ -328,7 +330,6 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     if x2.ndim != 2 or y.shape[0] != x2.shape[0]:
         raise ValueError(f"multi_margin_loss: expected input (N, C) and target (N,), got shapes "
                          f"{list(x.shape)} and {list(_t(target, 'multi_margin_loss').shape)}")
-    from ..surface.indexing import gather, one_hot  # noqa: PLC0415
 
     c = x2.shape[1]
     x_y = gather(x2, 1, y.unsqueeze(1))
@@ -393,8 +394,6 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean"):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with ``pairwise_distance``."""
-    from .functional import pairwise_distance  # noqa: PLC0415  (functional imports this module)
-
     reduction = _legacy_reduction(size_average, reduce, reduction)
     dp = pairwise_distance(anchor, positive, p, eps)
     dn = pairwise_distance(anchor, negative, p, eps)
@@ -444,8 +443,6 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean"):
     """Mean over classes of the binary cross entropy of ``sigmoid(input)`` and ``target``."""
-    from .functional import logsigmoid  # noqa: PLC0415  (functional imports this module)
-
     reduction = _legacy_reduction(size_average, reduce, reduction)
     loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
     if weight is not None:

@@ -28,7 +28,14 @@ from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import pad, reshape
 from ..tensor import Tensor
-from ._functional_common import as_tensor, const, require_float
+from ._functional_common import (  # (shared with _functional_loss)
+    _pnorm,
+    as_tensor,
+    const,
+    logsigmoid,
+    pairwise_distance,
+    require_float,
+)
 
 __all__ = [
     # linear / sparse
@@ -346,11 +353,6 @@ def prelu(input, weight):
     return E.where(input > 0, input, w * input)
 
 
-def logsigmoid(input):
-    """``log(sigmoid(x)) = -softplus(-x)``, stable for large |x|."""
-    return -(E.log1p(E.exp(-E.abs(input))) + E.relu(-input))
-
-
 def softsign(input):
     """``x / (1 + |x|)``."""
     return input / (E.abs(input) + 1.0)
@@ -565,16 +567,6 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
     return input / E.clamp(norm, min=eps)
 
 
-def _pnorm(x, p, dim, keepdim=False):
-    if p == 2:
-        return E.sqrt(_sum(x * x, dim, keepdim=keepdim))
-    if p == 1:
-        return _sum(E.abs(x), dim, keepdim=keepdim)
-    if math.isinf(p):
-        raise NotImplementedError("normalize/pairwise_distance with p=inf needs a max reduction")
-    return _sum(E.abs(x) ** p, dim, keepdim=keepdim) ** (1.0 / p)
-
-
 # ---------------------------------------------------------------------------
 # dropout
 # ---------------------------------------------------------------------------
@@ -687,12 +679,6 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     return w12 / E.sqrt(E.clamp(n1 * n2, min=eps * eps))
 
 
-def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
-    """``||x1 - x2 + eps||_p`` over the last dimension."""
-    d = x1 - x2 + eps
-    return _pnorm(d, p, -1, keepdim=keepdim)
-
-
 def pdist(input, p: float = 2.0):
     """``p``-norm distances between all pairs of rows ``i < j`` of an (N, M) input, in
     row-major order of the upper triangle (length N (N - 1) / 2).
@@ -757,11 +743,5 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
 
 
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
-try:
-    from .functional_conv import *  # noqa: F403
-except ImportError:
-    pass
-try:
-    from .functional_attention import *  # noqa: F403
-except ImportError:
-    pass
+from .functional_attention import *  # noqa: E402, F403
+from .functional_conv import *  # noqa: E402, F403
