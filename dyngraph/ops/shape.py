@@ -69,10 +69,16 @@ permute_p.defvjp(lambda g, out, x, dims=(): permute_p(g, dims=tuple(int(i) for i
 # ---------------------------------------------------------------------------
 
 
-def _getitem_p():
-    from .indexing import getitem_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
+_GETITEM_P = None
 
-    return getitem_p
+
+def _getitem_p():
+    global _GETITEM_P
+    if _GETITEM_P is None:  # imported once: a function-level import costs ~1 us per rule call
+        from .indexing import getitem_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
+
+        _GETITEM_P = getitem_p
+    return _GETITEM_P
 
 
 # ---------------------------------------------------------------------------
