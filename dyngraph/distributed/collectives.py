@@ -36,6 +36,7 @@ import zlib
 
 import numpy as np
 
+from .._core.graph import bump_version
 from ..tensor import Tensor
 
 __all__ = [
@@ -78,7 +79,7 @@ _GROUP = _Group()
 def is_available() -> bool:
     """True when mpi4py can be imported."""
     try:
-        import mpi4py  # noqa: F401, PLC0415
+        import mpi4py  # noqa: F401, PLC0415  (mpi4py: optional, only for multi-process runs)
     except ImportError:
         return False
     return True
@@ -86,7 +87,7 @@ def is_available() -> bool:
 
 def _mpi():
     try:
-        from mpi4py import MPI  # noqa: PLC0415
+        from mpi4py import MPI  # noqa: PLC0415  (mpi4py: optional, only for multi-process runs)
     except ImportError as exc:  # pragma: no cover - mpi4py is an optional dependency
         raise RuntimeError(
             "dyngraph.distributed needs mpi4py and an MPI library: pip install mpi4py mpich") from exc
@@ -475,8 +476,6 @@ def _mpi_op(op: ReduceOp):
 
 
 def _bump(t: Tensor) -> None:
-    from ..ops.inplace import bump_version  # noqa: PLC0415
-
     bump_version(t)
 
 
@@ -500,8 +499,6 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     >>> dist.all_reduce(t)            # every rank now holds 1 + 2 + ... + N
     """
     if _is_gpu(tensor):
-        from .nccl import nccl_all_reduce  # noqa: PLC0415
-
         return nccl_all_reduce(_GROUP, tensor, op, async_op)
     comm = _comm()
     buf = _buffer(tensor, "all_reduce")
@@ -552,8 +549,6 @@ def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     >>> dist.broadcast(weights, src=0)
     """
     if _is_gpu(tensor):
-        from .nccl import nccl_broadcast  # noqa: PLC0415
-
         return nccl_broadcast(_GROUP, tensor, src, async_op)
     return _broadcast(tensor, src, async_op, check=True)
 
@@ -737,3 +732,74 @@ def barrier(group=None, async_op: bool = False):
     comm = _comm()
     _check("barrier")
     return _complete([comm.Ibarrier()], "barrier", None, async_op)
+
+
+# ---------------------------------------------------------------------------
+# The GPU path: NCCL collectives on CuPy arrays, behind the same API (was nccl.py).
+# The GPU path: NCCL collectives on CuPy arrays, behind the same API.
+#
+# The NCCL communicator is created on first use: rank 0 makes a unique id and
+# MPI broadcasts it.  Each rank uses the GPU ``rank % device_count``.  This path
+# needs CuPy built with NCCL (``pip install cupy-cuda12x``) and NVIDIA GPUs.
+# ---------------------------------------------------------------------------
+
+_NCCL_DTYPES = {"float16": 6, "float32": 7, "float64": 8, "int32": 2, "int64": 4, "uint8": 1, "int8": 0}
+_NCCL_OPS = {ReduceOp.SUM: 0, ReduceOp.PRODUCT: 1, ReduceOp.MAX: 2, ReduceOp.MIN: 3, ReduceOp.AVG: 0}
+
+
+def _communicator(group):
+    if group.nccl is None:
+        try:
+            import cupy  # noqa: PLC0415  (CuPy: GPU runs only)
+            from cupy.cuda import nccl  # noqa: PLC0415  (CuPy: GPU runs only)
+        except ImportError as exc:
+            raise RuntimeError("GPU collectives need CuPy with NCCL: pip install cupy-cuda12x") from exc
+        if group.comm is None:
+            raise RuntimeError("call dyngraph.distributed.init_process_group() first")
+        cupy.cuda.Device(group.rank % cupy.cuda.runtime.getDeviceCount()).use()
+        uid = nccl.get_unique_id() if group.rank == 0 else None
+        uid = group.comm.bcast(uid, root=0)
+        group.nccl = nccl.NcclCommunicator(group.size, uid, group.rank)
+    return group.nccl
+
+
+def _nccl_dtype_code(a):
+    try:
+        return _NCCL_DTYPES[a.dtype.name]
+    except KeyError as exc:
+        raise TypeError(f"NCCL does not support dtype {a.dtype}") from exc
+
+
+def nccl_all_reduce(group, tensor, op, async_op):
+    import cupy  # noqa: PLC0415  (CuPy: GPU runs only)
+
+    comm = _communicator(group)
+    a = tensor._data
+    stream = cupy.cuda.get_current_stream()
+    comm.allReduce(a.data.ptr, a.data.ptr, a.size, _nccl_dtype_code(a), _NCCL_OPS[op], stream.ptr)
+
+    def finish():
+        stream.synchronize()
+        if op is ReduceOp.AVG:
+            a[...] = a / group.size
+        _bump(tensor)
+
+    work = Work([], finish)
+    if not async_op:
+        work.wait()
+        return None
+    return work
+
+
+def nccl_broadcast(group, tensor, src, async_op):
+    import cupy  # noqa: PLC0415  (CuPy: GPU runs only)
+
+    comm = _communicator(group)
+    a = tensor._data
+    stream = cupy.cuda.get_current_stream()
+    comm.bcast(a.data.ptr, a.size, _nccl_dtype_code(a), src, stream.ptr)
+    work = Work([], lambda: (stream.synchronize(), _bump(tensor)))
+    if not async_op:
+        work.wait()
+        return None
+    return work
