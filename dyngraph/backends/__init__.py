@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import os
 
+from ..backend import device
+from ..backend import device as _device
+from ._precision import get_float32_matmul_precision, set_float32_matmul_precision
+
 __all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "speedups", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "get_default_device", "set_default_device"]
@@ -33,7 +37,7 @@ def set_num_threads(num: int) -> None:
         raise ValueError(f"set_num_threads: expected a positive number of threads, got {num}")
     _num_threads = num
     try:
-        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415  (threadpoolctl: optional; without it the count is only recorded)
     except ImportError:  # recorded only; OMP_NUM_THREADS still applies
         return
     threadpool_limits(limits=num, user_api="blas")
@@ -57,40 +61,19 @@ def are_deterministic_algorithms_enabled() -> bool:
     return _deterministic
 
 
-_matmul_precision = "highest"
-
-
-def set_float32_matmul_precision(precision: str) -> None:
-    """Record the float32 matmul precision hint ("highest", "high", "medium"); dyngraph's
-    BLAS matmuls are always full float32 precision ("highest")."""
-    global _matmul_precision
-    if precision not in ("highest", "high", "medium"):
-        raise RuntimeError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', "
-                           f"got {precision!r}")
-    _matmul_precision = precision
-
-
-def get_float32_matmul_precision() -> str:
-    return _matmul_precision
-
-
 def get_default_device():
     """Where factory functions create tensors: always the CPU (pass ``device=`` per call)."""
-    from ..backend import device  # noqa: PLC0415
-
     return device("cpu")
 
 
 def set_default_device(device) -> None:
     """Only the CPU default is available: new tensors go to ``device=`` when given."""
-    from ..backend import device as _device  # noqa: PLC0415
-
     if device is not None and _device(device).type != "cpu":
         raise RuntimeError(f"set_default_device: dyngraph creates tensors on the CPU by default; "
                            f"pass device={device!r} to each factory call (or .to(device)) instead")
 
 
-# The flag modules import this package's precision switch, so they come last.
+# The flag modules (torch.backends.<name>), after this package's own switches.
 from . import cuda, cudnn, mkl, mkldnn, mps, openmp, speedups  # noqa: E402
 
 speedups._warn_if_missing()  # once, at import: the C accelerator is not built

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 
+from ._precision import get_float32_matmul_precision, set_float32_matmul_precision
+
 __all__ = ["matmul", "is_built", "flash_sdp_enabled", "enable_flash_sdp", "mem_efficient_sdp_enabled",
            "enable_mem_efficient_sdp", "math_sdp_enabled", "enable_math_sdp", "cudnn_sdp_enabled",
            "enable_cudnn_sdp", "sdp_kernel", "preferred_linalg_library", "preferred_blas_library"]
@@ -28,14 +30,10 @@ class _MatmulFlags:
 
     @property
     def allow_tf32(self) -> bool:
-        from . import get_float32_matmul_precision  # noqa: PLC0415
-
         return get_float32_matmul_precision() != "highest"
 
     @allow_tf32.setter
     def allow_tf32(self, value: bool) -> None:
-        from . import set_float32_matmul_precision  # noqa: PLC0415
-
         set_float32_matmul_precision("high" if value else "highest")
 
     @property

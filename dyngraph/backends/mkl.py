@@ -6,13 +6,13 @@ True
 
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["is_available"]
 
 
 def is_available() -> bool:
     """True when NumPy is linked against MKL (its build configuration names it)."""
-    import numpy as np  # noqa: PLC0415
-
     try:
         config = np.show_config(mode="dicts")
     except TypeError:  # NumPy < 1.26 prints only

@@ -12,7 +12,7 @@ __all__ = ["is_available"]
 def is_available() -> bool:
     """True when a loaded BLAS or native library uses OpenMP threads (seen by ``threadpoolctl``)."""
     try:
-        from threadpoolctl import threadpool_info  # noqa: PLC0415
+        from threadpoolctl import threadpool_info  # noqa: PLC0415  (threadpoolctl: optional)
     except ImportError:
         return False
     return any(info.get("user_api") == "openmp" for info in threadpool_info())

@@ -16,6 +16,8 @@ import os
 import types
 import warnings
 
+from ..ops import registry
+
 __all__ = ["is_available", "is_enabled", "build_hint", "SpeedupsWarning"]
 
 build_hint = ("build it with a C compiler and the Python headers installed: `pip install -e .` "
@@ -29,7 +31,7 @@ class SpeedupsWarning(UserWarning):
 def _import_error() -> str | None:
     """None when ``dyngraph._speedups`` imports, else why not (the ImportError's text)."""
     try:
-        from .. import _speedups  # noqa: F401, PLC0415
+        from .. import _speedups  # noqa: F401, PLC0415  (the question is whether the C extension imports)
     except ImportError as exc:
         return str(exc) or type(exc).__name__
     return None
@@ -51,8 +53,6 @@ def is_enabled() -> bool:
     >>> dg.backends.speedups.is_enabled() in (True, False)
     True
     """
-    from ..ops import registry  # noqa: PLC0415
-
     return isinstance(registry.bind, types.BuiltinFunctionType)
 
 
