@@ -79,3 +79,28 @@ def test_ex_variants_rank_and_cond_match_torch():
     for p in (None, 2, -2, "fro", "nuc", 1, float("inf")):
         np.testing.assert_allclose(dyngraph.linalg.cond(dyngraph.tensor(good), p).item(),
                                    torch.linalg.cond(torch.tensor(good), p).item(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                                  "RAdam", "ASGD", "Rprop"])
+def test_optimizers_step_zero_dim_parameters_like_torch(name):
+    # a scalar nn.Parameter (a temperature, a GP noise level, SAC's log-alpha) next to a vector
+    extras = [{}, {"weight_decay": 0.1}, {"maximize": True}]
+    if name in ("SGD", "RMSprop"):
+        extras.append({"momentum": 0.9})
+    for extra in extras:
+        try:
+            getattr(torch.optim, name)([torch.nn.Parameter(torch.zeros(1))], lr=0.1, **extra)
+        except TypeError:      # an option this optimizer does not have (Rprop's weight_decay)
+            continue
+        res = []
+        for lib in (torch, dyngraph):
+            p = lib.nn.Parameter(lib.tensor(0.5, dtype=lib.float64))
+            q = lib.nn.Parameter(lib.tensor([0.5, -1.0], dtype=lib.float64))
+            opt = getattr(lib.optim, name)([p, q], lr=0.1, **extra)
+            for _ in range(3):
+                opt.zero_grad()
+                ((p - 2) ** 2 + (q ** 2).sum() * p).backward()
+                opt.step()
+            res.append([p.item(), *q.tolist()])
+        np.testing.assert_allclose(res[1], res[0], rtol=1e-8, atol=1e-14, err_msg=f"{name} {extra}")

@@ -48,6 +48,7 @@ RUNS = [
     ("s22_sngan_hinge_ema.py", ["--noise", "numpy"], [], 2e-5, ()),
     ("s22_sngan_hinge_ema.py", ["--noise", "numpy", "--sn-api", "hook"], [], 2e-5, ()),
     ("s22_sngan_hinge_ema.py", ["--iters", "2"], [], 2e-5, ("history", "sigma")),
+    ("s23_gp_regression.py", [], [], 1e-9, ()),
 ]
 
 

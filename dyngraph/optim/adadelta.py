@@ -41,12 +41,12 @@ class Adadelta(Optimizer):
             v = st["square_avg"]._data
             u = st["acc_delta"]._data
             v *= rho
-            tmp = np.multiply(g, g)
+            tmp = np.asarray(np.multiply(g, g))  # an array also for a 0-d parameter
             tmp *= 1 - rho
             v += tmp
             std = np.add(v, eps, out=tmp)
             np.sqrt(std, out=std)
-            delta = np.add(u, eps)
+            delta = np.asarray(np.add(u, eps))
             np.sqrt(delta, out=delta)
             delta /= std
             delta *= g

@@ -55,7 +55,7 @@ class Adagrad(Optimizer):
             clr = lr / (1 + (step - 1) * lr_decay)
             s = st["sum"]._data
             s += np.multiply(g, g)
-            std = np.sqrt(s)
+            std = np.asarray(np.sqrt(s))  # an array also for a 0-d parameter
             std += eps
             upd = np.divide(g, std, out=std)
             upd *= clr

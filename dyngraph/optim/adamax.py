@@ -40,7 +40,7 @@ class Adamax(Optimizer):
             u = st["exp_inf"]._data
             lerp_(m, g, 1 - beta1)
             u *= beta2
-            tmp = np.abs(g)
+            tmp = np.asarray(np.abs(g))  # an array also for a 0-d parameter
             tmp += eps
             np.maximum(u, tmp, out=u)
             clr = lr / (1 - beta1 ** step)

@@ -62,7 +62,7 @@ class NAdam(Optimizer):
             np.sqrt(denom, out=denom)
             denom += eps
             mu_product_next = mu_product * mu_next
-            upd = np.divide(g, denom)
+            upd = np.asarray(np.divide(g, denom))  # an array also for a 0-d parameter
             upd *= -lr * (1.0 - mu) / (1.0 - mu_product)
             d += upd
             upd = np.divide(m, denom, out=upd)

@@ -322,7 +322,7 @@ def adam_moments_(m: np.ndarray, v: np.ndarray, g: np.ndarray, beta1: float, bet
     temporary so the caller can reuse it as scratch space."""
     lerp_(m, g, 1 - beta1)
     v *= beta2
-    sq = np.multiply(g, g)
+    sq = np.asarray(np.multiply(g, g))   # asarray: for a 0-d parameter NumPy returns a scalar
     sq *= 1 - beta2
     v += sq
     return sq

@@ -48,7 +48,7 @@ class RMSprop(Optimizer):
             st["step"] += 1
             v = st["square_avg"]._data
             v *= alpha
-            tmp = np.multiply(g, g)
+            tmp = np.asarray(np.multiply(g, g))  # an array also for a 0-d parameter
             tmp *= 1 - alpha
             v += tmp
             if centered:
