@@ -104,3 +104,28 @@ def test_optimizers_step_zero_dim_parameters_like_torch(name):
                 opt.step()
             res.append([p.item(), *q.tolist()])
         np.testing.assert_allclose(res[1], res[0], rtol=1e-8, atol=1e-14, err_msg=f"{name} {extra}")
+
+
+@pytest.mark.parametrize("mode, padding, align", [("bilinear", "zeros", False), ("bilinear", "zeros", True),
+                                                  ("bilinear", "border", False), ("nearest", "zeros", False),
+                                                  ("nearest", "border", True)])
+def test_affine_grid_and_grid_sample_match_torch(mode, padding, align):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 6))
+    # random maps: no sampling point falls exactly on a pixel coordinate, where the bilinear
+    # gradient has a kink and the last bit of the grid decides the side
+    theta = np.eye(2, 3) + 0.3 * rng.standard_normal((2, 2, 3))
+    res = []
+    for lib in (torch, dyngraph):
+        X = lib.tensor(x, requires_grad=True)
+        T = lib.tensor(theta, requires_grad=True)
+        grid = lib.nn.functional.affine_grid(T, (2, 3, 4, 7), align_corners=align)
+        out = lib.nn.functional.grid_sample(X, grid, mode=mode, padding_mode=padding, align_corners=align)
+        res.append((grid, out, X, T))
+    w = rng.standard_normal((2, 3, 4, 7))
+    for lib, (_, out, _, _) in zip((torch, dyngraph), res):
+        (out * lib.tensor(w)).sum().backward()
+    for d, t in zip(res[1], res[0]):
+        np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res[1][2].grad.numpy(), res[0][2].grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res[1][3].grad.numpy(), res[0][3].grad.numpy(), rtol=1e-9, atol=1e-12)

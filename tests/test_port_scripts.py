@@ -49,6 +49,9 @@ RUNS = [
     ("s22_sngan_hinge_ema.py", ["--noise", "numpy", "--sn-api", "hook"], [], 2e-5, ()),
     ("s22_sngan_hinge_ema.py", ["--iters", "2"], [], 2e-5, ("history", "sigma")),
     ("s23_gp_regression.py", [], [], 1e-9, ()),
+    ("s24_spatial_transformer.py", [], [], 2e-5, ()),
+    ("s24_spatial_transformer.py", ["--epochs", "1", "--dropout", "0.5"], [], 2e-5,
+     ("history", "tests", "warped", "theta")),
 ]
 
 

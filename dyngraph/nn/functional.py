@@ -745,3 +745,4 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
 # Functions built by other owners (convolution, pooling, attention) may not exist yet.
 from .functional_attention import *  # noqa: E402, F403
 from .functional_conv import *  # noqa: E402, F403
+from .functional_sampling import *  # noqa: E402, F403
