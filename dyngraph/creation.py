@@ -14,9 +14,12 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import random as _random
+from ._core.graph import bump_version
+from ._core.state import STATE
 from .backend import device as _device
-from .backend import move_to
+from .backend import get_cupy, move_to
 from .dtypes import default_float_np, to_numpy_dtype
+from .errors import RandomRangeError
 from .random import rng_of
 from .size import Size
 from .tensor import Tensor
@@ -225,8 +228,6 @@ def from_dlpack(ext) -> Tensor:
     if dev == 1:  # kDLCPU
         arr = np.from_dlpack(ext)
     else:
-        from .backend import get_cupy  # noqa: PLC0415
-
         cp = get_cupy()
         if cp is None:
             raise RuntimeError("from_dlpack: the producer lives on a GPU but CuPy is not available")
@@ -400,8 +401,6 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         raise TypeError("randint() missing the size argument")
     low, high = _num(low), _num(high)
     if low >= high:
-        from .errors import RandomRangeError  # noqa: PLC0415
-
         raise RandomRangeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int64)
     arr = rng_of(generator).integers(low, high, size=_shape_arg((tuple(size),))).astype(np_dt)
@@ -496,7 +495,7 @@ def is_nonzero(input: Tensor) -> bool:
 
 def matrix_power(input: Tensor, n: int) -> Tensor:
     """``input`` multiplied by itself ``n`` times (``n < 0``: of the inverse); ``dg.linalg.matrix_power``."""
-    from .linalg import matrix_power as _mp  # noqa: PLC0415
+    from .linalg import matrix_power as _mp  # noqa: PLC0415  (dg.linalg imports this module)
 
     return _mp(input, n)
 
@@ -548,9 +547,7 @@ def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, require
 def _refill(self: Tensor, values: np.ndarray, op: str) -> Tensor:
     """Overwrite ``self`` in place with freshly sampled ``values`` (no gradient flows
     to the old value, as in PyTorch)."""
-    from .autograd.grad_mode import STATE  # noqa: PLC0415
-    from .ops.inplace import bump_version  # noqa: PLC0415
-    from .surface.inplace import _check_target, apply_inplace  # noqa: PLC0415
+    from .surface.inplace import _check_target, apply_inplace  # noqa: PLC0415  (the surface's method table imports this module)
 
     _check_target(self, op)
     if self._rg and STATE.grad_enabled:
@@ -612,13 +609,13 @@ def _pin_memory(self: Tensor, device=None) -> Tensor:
 
 def _to_sparse(self: Tensor, sparse_dim=None):
     """The COO sparse form (``dg.sparse``), differentiable with respect to this tensor."""
-    from .sparse import to_sparse  # noqa: PLC0415
+    from .sparse import to_sparse  # noqa: PLC0415  (dg.sparse imports this module)
 
     return to_sparse(self, sparse_dim)
 
 
 def _layout(self: Tensor):
-    from .sparse import strided  # noqa: PLC0415
+    from .sparse import strided  # noqa: PLC0415  (dg.sparse imports this module)
 
     return strided
 

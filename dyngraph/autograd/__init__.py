@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..creation import tensor, zeros_like
 from ..tensor import Tensor
 from .engine import run_backward
 from .grad_mode import (
@@ -37,8 +38,6 @@ def _make_grads(outputs, grad_outputs, create_graph):
                     "(autograd.grad) with a tensor of that shape")
             g = Tensor._make(np.ones(out._data.shape, out._data.dtype), False, None, 0)
         elif not isinstance(g, Tensor):
-            from ..creation import tensor  # noqa: PLC0415
-
             g = tensor(g, dtype=out.dtype)
         if tuple(g.shape) != tuple(out.shape):
             if g._data.size == out._data.size == 1 or g._data.ndim == 0 and out._data.size == 1:
@@ -97,8 +96,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     result = run_backward(outs, gouts, retain_graph, create_graph, inputs=ins,
                           accumulate=False, allow_unused=allow_unused)
     if materialize_grads:
-        from ..creation import zeros_like  # noqa: PLC0415
-
         result = [zeros_like(t) if r is None else r for r, t in zip(result, ins)]
     _ = single
     return tuple(result)

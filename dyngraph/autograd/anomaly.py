@@ -7,6 +7,7 @@ names the op and shows the line of user code that created it.
 
 from __future__ import annotations
 
+import functools
 import traceback
 
 import numpy as np
@@ -99,8 +100,6 @@ class detect_anomaly:  # noqa: N801
         return False
 
     def __call__(self, fn):
-        import functools  # noqa: PLC0415
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with detect_anomaly(self.check_nan):

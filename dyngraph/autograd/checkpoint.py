@@ -27,6 +27,9 @@ from typing import Any
 
 from .._core.interpreter import Interpreter, interpreting
 from .._core.state import STATE
+from ..random import default_generator
+from ..tensor import Tensor
+from .anomaly import capture_stack
 from .engine import run_backward
 from .graph import Node
 
@@ -57,8 +60,6 @@ class _Collector(Interpreter):
 
 def _frontier(outputs, inner):
     """Vertices ``(node_or_leaf, output_nr)`` just outside the nodes in ``inner``, in order."""
-    from ..tensor import Tensor  # noqa: PLC0415
-
     found = {}
     stack = []
     seen = set()
@@ -111,9 +112,6 @@ class _CheckpointBackward:
         self.args_info = ()
 
     def backward_node(self, node, grads, create_graph):
-        from ..random import default_generator  # noqa: PLC0415
-        from ..tensor import Tensor  # noqa: PLC0415
-
         saved = node.saved
         # (saved is FREED is caught by the engine before we are called)
         args = []
@@ -193,9 +191,6 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
 
     >>> out = dg.utils.checkpoint.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False)
     """
-    from ..random import default_generator  # noqa: PLC0415
-    from ..tensor import Tensor  # noqa: PLC0415
-
     if context_fn is not None:
         raise NotImplementedError("checkpoint: context_fn is not supported by dyngraph")
     outer = STATE.interpreter
@@ -254,8 +249,6 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
     node.n_out = len(outs)
     node.saved = tuple(detached)
     if STATE.anomaly:
-        from .anomaly import capture_stack  # noqa: PLC0415
-
         node.info = capture_stack()
     result = []
     for i, o in enumerate(outs):

@@ -24,6 +24,10 @@ from __future__ import annotations
 import threading
 from typing import NamedTuple
 
+from ..creation import zeros_like
+from ..tensor import Tensor
+from .grad_mode import enable_grad
+
 __all__ = ["dual_level", "make_dual", "unpack_dual", "enter_dual_level", "exit_dual_level",
            "UnpackedDualTensor"]
 
@@ -84,8 +88,6 @@ def _current(level):
 
 def make_dual(tensor, tangent, *, level: int | None = None):
     """A tensor with the values of ``tensor`` that carries ``tangent`` in this level."""
-    from ..tensor import Tensor  # noqa: PLC0415
-
     duals = _current(level)
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError("make_dual expects a Tensor primal and a Tensor tangent")
@@ -106,9 +108,7 @@ def make_dual(tensor, tangent, *, level: int | None = None):
 
 def unpack_dual(tensor, *, level: int | None = None) -> UnpackedDualTensor:
     """``(primal, tangent)`` of ``tensor``: the tangent is ``J v`` through the recorded graph."""
-    from ..creation import zeros_like  # noqa: PLC0415
-    from . import grad  # noqa: PLC0415
-    from .grad_mode import enable_grad  # noqa: PLC0415
+    from . import grad  # noqa: PLC0415  (autograd/__init__ defines grad and imports this module)
 
     duals = _current(level) if _LEVELS.stack else []
     primal = tensor.detach()

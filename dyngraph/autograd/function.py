@@ -35,7 +35,10 @@ import weakref
 
 import numpy as np
 
+from .._core.graph import bump_version
 from .._core.rules import fit
+from ..tensor import Tensor
+from .anomaly import capture_stack
 from .grad_mode import STATE
 from .graph import FREED, Node
 
@@ -74,8 +77,6 @@ class FunctionCtx:
     # -- saving ------------------------------------------------------------
     def save_for_backward(self, *tensors) -> None:
         """Keep ``tensors`` (or None) for ``backward``; read them back with ``saved_tensors``."""
-        from ..tensor import Tensor  # noqa: PLC0415
-
         versions = []
         for i, t in enumerate(tensors):
             if t is None:
@@ -100,8 +101,6 @@ class FunctionCtx:
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, checked against in-place changes."""
-        from ..tensor import Tensor  # noqa: PLC0415
-
         node = self._node_ref() if self._node_ref is not None else None
         saved = node.saved if node is not None else self._to_save
         if saved is FREED:
@@ -215,8 +214,6 @@ class InplaceFunction(Function):
 
 
 def _apply(cls, args, kwargs):
-    from ..tensor import Tensor  # noqa: PLC0415
-
     grad_on = STATE.grad_enabled
     needs = tuple(isinstance(a, Tensor) and a._rg and grad_on for a in args)
     record = any(needs)
@@ -247,8 +244,6 @@ def _apply(cls, args, kwargs):
     node = Node(impl, {}, edges)
     node.n_out = len(outs)
     if STATE.anomaly:
-        from .anomaly import capture_stack  # noqa: PLC0415
-
         node.info = capture_stack()
     ctx._node_ref = weakref.ref(node)
     interp = STATE.interpreter
@@ -302,15 +297,11 @@ def _apply(cls, args, kwargs):
 
 
 def _check_dirty_without_grad(ctx):
-    from ..ops.inplace import bump_version  # noqa: PLC0415
-
     for t in ctx._dirty:
         bump_version(t)
 
 
 def _take_over_dirty(t, node, nr, name):
-    from ..ops.inplace import bump_version  # noqa: PLC0415
-
     if t._rg and t._fn is None:
         raise RuntimeError(
             f"{name}: a leaf Variable that requires grad (shape {list(t.shape)}) has been "
@@ -343,8 +334,6 @@ class _FunctionBackward:
         return f"<custom Function {self.name}>"
 
     def backward_node(self, node, grads, create_graph):
-        from ..tensor import Tensor  # noqa: PLC0415
-
         ctx = self.ctx
         gs = [grads] if node.n_out == 1 else list(grads)
         for i, g in enumerate(gs):
@@ -401,8 +390,6 @@ def once_differentiable(backward):
 
     @functools.wraps(backward)
     def wrapper(ctx, *grad_outputs):
-        from ..tensor import Tensor  # noqa: PLC0415
-
         prev = STATE.grad_enabled
         STATE.grad_enabled = False
         try:

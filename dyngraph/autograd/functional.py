@@ -28,7 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..surface.shape import stack
+from ..creation import zeros, zeros_like
+from ..surface.shape import reshape, stack
+from ..tensor import Tensor
 from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
@@ -37,8 +39,6 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 # -- argument handling (PyTorch's conventions) --------------------------------
 
 def _as_tuple(x, arg_name: str, fn_name: str):
-    from ..tensor import Tensor  # noqa: PLC0415
-
     if isinstance(x, Tensor):
         return False, (x,)
     if isinstance(x, (tuple, list)):
@@ -70,8 +70,6 @@ def _prepare_inputs(inputs, create_graph):
 
 def _finish(results, create_graph):
     """Detach results unless the caller asked for a differentiable answer."""
-    from ..tensor import Tensor  # noqa: PLC0415
-
     if create_graph:
         return results
     if isinstance(results, Tensor):
@@ -94,7 +92,7 @@ def _check_v(v, others, fn_name, what="outputs"):
 
 
 def _grad(outputs, inputs, grad_outputs, create_graph, retain_graph=True):
-    from . import grad  # noqa: PLC0415
+    from . import grad  # noqa: PLC0415  (autograd/__init__ defines grad and imports this module)
 
     outs, gouts = [], []
     for o, g in zip(outputs, grad_outputs, strict=True):
@@ -108,8 +106,6 @@ def _grad(outputs, inputs, grad_outputs, create_graph, retain_graph=True):
 
 
 def _fill_zeros(grads, refs, strict, create_graph, fn_name, stage):
-    from ..creation import zeros_like  # noqa: PLC0415
-
     res = []
     for i, (g, r) in enumerate(zip(grads, refs, strict=True)):
         if g is None:
@@ -143,8 +139,6 @@ def _call(func, inputs, fn_name):
 
 
 def _const(arr):
-    from ..tensor import Tensor  # noqa: PLC0415
-
     return Tensor._make(arr, False, None, 0)
 
 
@@ -189,8 +183,6 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     >>> out, t = dg.autograd.functional.jvp(dg.sin, dg.tensor([0., 1.]), dg.tensor([1., 1.]))
     >>> # t == cos(x)
     """
-    from ..creation import zeros_like  # noqa: PLC0415
-
     in_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
     if v is not None:
         _, v = _as_tuple(v, "v", "jvp")
@@ -213,7 +205,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
         else:
             g_u = (None,) * len(inputs)
         g_u = _fill_zeros(g_u, inputs, strict, create_graph, "jvp", "back_trick")
-    from . import grad  # noqa: PLC0415
+    from . import grad  # noqa: PLC0415  (autograd/__init__ defines grad and imports this module)
 
     pairs = [(g, vi) for g, vi in zip(g_u, v, strict=True) if g.requires_grad]
     live = [u for u in dummies if u is not None]
@@ -242,9 +234,6 @@ def jacobian(func: Callable, inputs, create_graph: bool = False, strict: bool = 
     tensor([[2., 0.],
             [0., 4.]])
     """
-    from ..creation import zeros  # noqa: PLC0415
-    from ..surface.shape import reshape  # noqa: PLC0415
-
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f'Expected strategy to be either "forward-mode" or "reverse-mode", got {strategy!r}')
     if strategy == "forward-mode" and not vectorize:

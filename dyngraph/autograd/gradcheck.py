@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..tensor import Tensor
+
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
 
@@ -27,8 +29,6 @@ class GradcheckError(RuntimeError):
 
 
 def _tensor_cls():
-    from ..tensor import Tensor  # noqa: PLC0415
-
     return Tensor
 
 
@@ -85,7 +85,7 @@ def _numerical(fn, inputs, diff_idx, eps):
 
 def _analytical(fn, inputs, diff_idx):
     """Same layout as :func:`_numerical`, one ``autograd.grad`` per output element."""
-    from . import grad  # noqa: PLC0415
+    from . import grad  # noqa: PLC0415  (autograd/__init__ defines grad and imports this module)
 
     outs = _float_outputs(fn(*inputs))
     targets = [inputs[i] for i in diff_idx]
@@ -190,7 +190,7 @@ def gradgradcheck(func: Callable, inputs, grad_outputs=None, *, eps: float = 1e-
     >>> dg.autograd.gradgradcheck(lambda t: t ** 3, (x,))
     True
     """
-    from . import grad  # noqa: PLC0415
+    from . import grad  # noqa: PLC0415  (autograd/__init__ defines grad and imports this module)
 
     inputs = _as_inputs(inputs)
     Tensor = _tensor_cls()

@@ -9,6 +9,7 @@ module re-exports them with PyTorch's module name and adds :func:`walk` and
 from __future__ import annotations
 
 from .._core.graph import FREED, AccumulateGrad, LeafHooks, Meta, Node, RemovableHandle
+from .anomaly import describe_source
 
 __all__ = ["Node", "AccumulateGrad", "Meta", "walk", "LeafHooks", "RemovableHandle", "FREED"]
 
@@ -23,8 +24,6 @@ def walk(t):
     >>> for depth, node in dg.autograd.graph.walk(loss):
     ...     print("  " * depth, node.name())
     """
-    from .anomaly import describe_source  # noqa: PLC0415
-
     fn = t.grad_fn
     if fn is None:
         return [(0, AccumulateGrad(t))] if t.requires_grad else []

@@ -16,9 +16,16 @@ tensor([2., 1., 3.])
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import dtypes as _dt
+from ..creation import tensor
+from ..size import Size
+from ..surface.linalg import matmul as dense_matmul
+from ..surface.linalg import mm as dense_mm
+from ..surface.shape import cat
 from ..tensor import Tensor
 
 __all__ = ["SparseTensor", "sparse_coo_tensor", "mm", "spmm", "addmm", "sum", "to_sparse", "sparse_coo",
@@ -40,8 +47,6 @@ strided = _Layout("strided")
 
 
 def _as_index(indices) -> Tensor:
-    from ..creation import tensor  # noqa: PLC0415
-
     idx = indices if isinstance(indices, Tensor) else tensor(np.asarray(indices))
     if idx._data.dtype.kind not in "iu":
         raise RuntimeError(f"sparse_coo_tensor: indices must be an int64 tensor, got {idx.dtype}")
@@ -73,8 +78,6 @@ class SparseTensor:
     # -- metadata -----------------------------------------------------------------
     @property
     def shape(self):
-        from ..size import Size  # noqa: PLC0415
-
         return Size(self._size)
 
     def size(self, dim: int | None = None):
@@ -272,7 +275,6 @@ class SparseTensor:
         if isinstance(other, SparseTensor):
             if other._size != self._size:
                 raise RuntimeError(f"sparse add: sizes {list(self._size)} and {list(other._size)} differ")
-            from ..surface.shape import cat  # noqa: PLC0415
 
             return SparseTensor(cat([self._idx, other._idx], 1),
                                 cat([self._vals, other._vals.to(self.dtype)], 0), self._size).coalesce()
@@ -293,8 +295,6 @@ class SparseTensor:
         return self._size[0]
 
     def __repr__(self) -> str:
-        import re  # noqa: PLC0415
-
         pad = " " * len("tensor(indices=")
         ind = repr(self._idx).replace("\n", "\n" + pad)
         vpad = " " * len("       values=")
@@ -319,8 +319,6 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     tensor([[0., 2.],
             [3., 0.]])
     """
-    from ..creation import tensor  # noqa: PLC0415
-
     idx = _as_index(indices)
     vals = values if isinstance(values, Tensor) else tensor(values, dtype=dtype)
     if dtype is not None and vals.dtype != _dt.as_dtype(dtype):
@@ -380,7 +378,6 @@ def mm(mat1, mat2) -> Tensor:
         return _spmm(mat2.t(), mat1.t(), "sparse.mm").t()
     if isinstance(mat1, SparseTensor):
         return _spmm(mat1, mat2.to_dense(), "sparse.mm")
-    from ..surface.linalg import mm as dense_mm  # noqa: PLC0415
 
     return dense_mm(mat1, mat2)
 
@@ -413,7 +410,6 @@ def matmul(input, other):
         if isinstance(other, Tensor) and other.ndim == 1 and isinstance(input, SparseTensor):
             return _spmm(input, other, "matmul")
         return mm(input, other)
-    from ..surface.linalg import matmul as dense_matmul  # noqa: PLC0415
 
     return dense_matmul(input, other)
 
