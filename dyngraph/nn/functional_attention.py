@@ -19,11 +19,12 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from .._core.state import concrete
 from ..surface.linalg import matmul
 from ..surface.nn import linear, softmax
 from ..surface.reduction import mean
-from ..surface.shape import cat, permute, reshape, split, transpose
+from ..surface.shape import cat, permute, repeat_interleave, reshape, split, transpose
 from ..tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -53,8 +54,6 @@ def _mask_to_additive(mask: Tensor, dtype, keep_is_true: bool, op: str) -> Tenso
 
 
 def _dtype_of(np_dtype):
-    from .. import dtypes  # noqa: PLC0415
-
     return dtypes.from_numpy_dtype(np.dtype(np_dtype))
 
 
@@ -81,8 +80,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             f"{op}: key and value must have the same sequence length, got key {list(key.shape)} "
             f"and value {list(value.shape)}")
     if enable_gqa and query._data.ndim >= 3 and query._data.shape[-3] != key._data.shape[-3]:
-        from ..surface.shape import repeat_interleave  # noqa: PLC0415
-
         rep = query._data.shape[-3] // key._data.shape[-3]
         key = repeat_interleave(key, rep, dim=-3)
         value = repeat_interleave(value, rep, dim=-3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+from ..surface import elementwise as E
 from ..surface.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, fold, unfold
 from ..surface.pooling import (
     adaptive_avg_pool1d,
@@ -25,6 +26,7 @@ from ..surface.pooling import (
     max_unpool2d,
 )
 from ..surface.resampling import interpolate
+from ..surface.shape import permute, reshape
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
@@ -61,8 +63,6 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 def pixel_shuffle(input, upscale_factor: int):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r) (PyTorch's sub-pixel rearrangement)."""
-    from ..surface.shape import permute, reshape  # noqa: PLC0415
-
     r = int(upscale_factor)
     shape = tuple(input.shape)
     if len(shape) < 3 or shape[-3] % (r * r):
@@ -79,8 +79,6 @@ def pixel_shuffle(input, upscale_factor: int):
 
 def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of :func:`pixel_shuffle`."""
-    from ..surface.shape import permute, reshape  # noqa: PLC0415
-
     r = int(downscale_factor)
     shape = tuple(input.shape)
     if len(shape) < 3 or shape[-2] % r or shape[-1] % r:
@@ -95,8 +93,6 @@ def pixel_unshuffle(input, downscale_factor: int):
 
 
 def _lp_pool(op, nd, input, norm_type, kernel_size, stride, ceil_mode):
-    from ..surface import elementwise as E  # noqa: PLC0415
-
     k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * nd
     if len(k) != nd:
         raise ValueError(f"{op}: kernel_size must be an int or {nd} ints, got {kernel_size!r}")

@@ -33,7 +33,8 @@ from .. import dtypes as _dt
 from .._core.graph import RemovableHandle
 from .._core.state import set_grad
 from ..autograd.grad_mode import STATE, no_grad
-from ..tensor import Tensor, parse_to_args
+from ..tensor import Tensor, _host, parse_to_args
+from ._backward_hooks import BackwardHook
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
@@ -142,8 +143,6 @@ class Module:
         bw = None
         if (self._backward_hooks or self._backward_pre_hooks) and STATE.grad_enabled \
                 and STATE.interpreter is None:
-            from ._backward_hooks import BackwardHook  # noqa: PLC0415
-
             bw = BackwardHook(self, list(self._backward_hooks.values()),
                               list(self._backward_pre_hooks.values()))
             args = bw.setup_input_hook(args)
@@ -764,8 +763,6 @@ def _remove_from(name, *dicts) -> None:
 
 def _as_host_array(value):
     if isinstance(value, Tensor):
-        from ..tensor import _host  # noqa: PLC0415
-
         return _host(value._data)
     if isinstance(value, np.ndarray):
         return value

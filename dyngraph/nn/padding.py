@@ -10,6 +10,7 @@ dyngraph.Size([1, 1, 5, 5])
 from __future__ import annotations
 
 from ..surface.shape import pad
+from .functional import cosine_similarity, pairwise_distance
 from .module import Module
 
 __all__ = [
@@ -164,8 +165,6 @@ class CosineSimilarity(Module):
         self.eps = eps
 
     def forward(self, x1, x2):
-        from .functional import cosine_similarity  # noqa: PLC0415
-
         return cosine_similarity(x1, x2, self.dim, self.eps)
 
 
@@ -179,6 +178,4 @@ class PairwiseDistance(Module):
         self.keepdim = keepdim
 
     def forward(self, x1, x2):
-        from .functional import pairwise_distance  # noqa: PLC0415
-
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)

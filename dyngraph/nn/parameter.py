@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..creation import _to_array
 from ..tensor import Tensor, _rebuild
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter"]
@@ -20,7 +21,6 @@ def _source_array(data):
         return np.empty((0,), dtype=np.float32)
     if isinstance(data, Tensor):
         return data._data
-    from ..creation import _to_array  # noqa: PLC0415
 
     return _to_array(data, None)
 

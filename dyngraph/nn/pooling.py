@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..surface import conv as C
 from ..surface import pooling as P
 from ..tensor import Tensor
+from . import functional_conv as FC
 from ._conv_common import check_spatial_input
 from .module import Module
 
@@ -210,8 +211,6 @@ class _LPPoolNd(Module):
                 f"ceil_mode={self.ceil_mode}")
 
     def forward(self, input: Tensor) -> Tensor:
-        from . import functional_conv as FC  # noqa: PLC0415
-
         fn = FC.lp_pool1d if self._nd == 1 else FC.lp_pool2d
         return fn(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 

@@ -17,6 +17,7 @@ import copy
 
 import numpy as np
 
+from .. import dtypes
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -330,8 +331,6 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
         """A float mask with -inf above the diagonal (future positions) and 0 elsewhere."""
-        from .. import dtypes  # noqa: PLC0415
-
         np_dt = dtypes.default_float_np() if dtype is None else dtypes.to_numpy_dtype(dtype)
         m = np.triu(np.full((sz, sz), -np.inf), k=1).astype(np_dt)
         return Tensor._make(m, False, None, 0)

@@ -8,6 +8,8 @@ dyngraph.Size([1, 2])
 
 from __future__ import annotations
 
+import importlib
+
 from .data_parallel import DataParallel, data_parallel
 
 __all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
@@ -16,8 +18,6 @@ __all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 def __getattr__(name):
     # The MPI wrapper is imported on first use: ``import dg.nn`` stays light.
     if name in ("DistributedDataParallel", "distributed"):
-        import importlib  # noqa: PLC0415
-
         mod = importlib.import_module(".distributed", __name__)
         return mod if name == "distributed" else mod.DistributedDataParallel
     raise AttributeError(f"module 'dyngraph.nn.parallel' has no attribute {name!r}")

@@ -3,6 +3,8 @@ parametrizations, RNN packing."""
 
 from __future__ import annotations
 
+import importlib
+
 from .clip_grad import (  # noqa: F401
     clip_grad_norm,
     clip_grad_norm_,
@@ -23,7 +25,5 @@ except ImportError:
 def __getattr__(name):
     # parametrize builds on nn's containers, which load after nn.utils: imported on first use
     if name in ("parametrize", "parametrizations"):
-        import importlib  # noqa: PLC0415
-
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

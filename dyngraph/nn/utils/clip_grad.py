@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 
 import numpy as np
@@ -74,8 +75,6 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Deprecated alias of :func:`clip_grad_norm_`."""
-    import warnings  # noqa: PLC0415
-
     warnings.warn("`nn.utils.clip_grad_norm` is now deprecated in favor of "
                   "`nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...autograd.grad_mode import no_grad
+from ...surface.shape import cat
 from ...tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
@@ -15,8 +16,6 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 
     >>> vec = dg.nn.utils.parameters_to_vector(model.parameters())
     """
-    from ...surface.shape import cat  # noqa: PLC0415
-
     if isinstance(parameters, Tensor):
         raise TypeError("expected an iterable of Tensors, got a single Tensor: wrap it in a list")
     params = list(parameters)

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import copy
 
 from ...autograd.grad_mode import no_grad
 from ...tensor import Tensor
@@ -140,8 +141,6 @@ def _inject_new_class(module: Module) -> None:
     cls = module.__class__
 
     def default_deepcopy(self, memo):
-        import copy  # noqa: PLC0415
-
         obj = memo.get(id(self))
         if obj is not None:
             return obj
