@@ -464,3 +464,37 @@ def test_misuse_raises_an_instance_of_torchs_class(case):
         assert isinstance(de.value, dyngraph.linalg.LinAlgError) and isinstance(de.value, RuntimeError)
     else:
         assert isinstance(de.value, expected), f"{case}: torch {expected.__name__}, dyngraph {type(de.value).__mro__}"
+
+
+def _consumer(q_in, q_out):
+    t = q_in.get()
+    with dyngraph.no_grad():
+        t.mul_(10)            # in place, in the child: the parent's tensor must see it
+    q_out.put((t.is_shared(), tuple(t.shape)))
+
+
+def test_shared_tensors_travel_through_a_queue_as_shared_memory():
+    mp = dyngraph.multiprocessing
+    ctx = mp.get_context("fork")
+    model = dyngraph.nn.Linear(3, 2)
+    model.share_memory()
+    plain = dyngraph.arange(4.0)
+    view = model.weight[1]                      # a view into a shared segment
+    for sent, shared in ((model.weight, True), (view, True), (plain, False)):
+        before = sent.detach().numpy().copy()
+        q_in, q_out = ctx.Queue(), ctx.Queue()
+        p = ctx.Process(target=_consumer, args=(q_in, q_out))
+        p.start()
+        q_in.put(sent)
+        is_shared, shape = q_out.get(timeout=60)
+        p.join(timeout=60)
+        assert p.exitcode == 0 and shape == tuple(sent.shape) and is_shared is shared
+        expected = before * 10 if shared else before
+        np.testing.assert_allclose(sent.detach().numpy(), expected)
+    from multiprocessing.reduction import ForkingPickler
+
+    got = ForkingPickler.loads(ForkingPickler.dumps(model.bias))
+    assert isinstance(got, dyngraph.nn.Parameter) and got.requires_grad and got.is_shared()
+    with dyngraph.no_grad():
+        got.add_(1)
+    assert dyngraph.equal(got, model.bias)

@@ -11,8 +11,9 @@ default) train one set of weights — Hogwild::
     for p in procs: p.start()
     for p in procs: p.join()
 
-Tensors sent through a ``Queue`` are pickled by value (a copy), not by a handle to
-shared memory as in PyTorch; share them before forking instead.
+A shared tensor sent through a ``Queue``, a ``Pipe`` or a ``Pool`` arrives as a view of the
+same shared memory (writes on either side are seen by the other), as in PyTorch; a tensor
+that was not shared is sent by value (PyTorch would move it to shared memory first).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import multiprocessing as _mp
 from multiprocessing import *  # noqa: F403
 
+from ._reductions import init_reductions
 from .spawn import (
     ProcessContext,
     ProcessExitedException,
@@ -31,6 +33,8 @@ from .spawn import (
 __all__ = [*_mp.__all__, "spawn", "start_processes", "ProcessContext", "ProcessRaisedException",
            "ProcessExitedException", "set_sharing_strategy", "get_sharing_strategy",
            "get_all_sharing_strategies"]
+
+init_reductions()
 
 _STRATEGIES = {"file_descriptor", "file_system"}
 _strategy = "file_descriptor"

@@ -200,11 +200,12 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def share_memory_(self: Tensor) -> Tensor:
-    """Move this tensor's values into shared memory (an anonymous ``MAP_SHARED`` mapping).
+    """Move this tensor's values into shared memory (a named POSIX segment, ``dyngraph._shm``).
 
     Processes forked afterwards (``dg.multiprocessing.Process`` with the default ``fork``
     start method) see each other's in-place writes, which is what Hogwild-style training
-    needs.  Already-shared tensors and GPU tensors are returned as they are.
+    needs; a shared tensor sent through a ``dg.multiprocessing`` queue arrives as a view of
+    the same memory.  Already-shared tensors and GPU tensors are returned as they are.
 
     >>> w = dg.zeros(3).share_memory_(); w.is_shared()
     True
@@ -212,8 +213,9 @@ def share_memory_(self: Tensor) -> Tensor:
     data = self._data
     if is_shared(self) or not isinstance(data, np.ndarray):
         return self
-    buf = mmap.mmap(-1, max(data.nbytes, 1))    # anonymous mappings are MAP_SHARED on POSIX
-    shared = np.frombuffer(buf, dtype=data.dtype, count=data.size).reshape(data.shape)
+    from .._shm import shared_empty  # noqa: PLC0415  (only when a tensor is shared)
+
+    shared = shared_empty(data.shape, data.dtype)
     shared[...] = data
     self._data = shared
     return self
