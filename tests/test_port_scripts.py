@@ -52,6 +52,8 @@ RUNS = [
     ("s24_spatial_transformer.py", [], [], 2e-5, ()),
     ("s24_spatial_transformer.py", ["--epochs", "1", "--dropout", "0.5"], [], 2e-5,
      ("history", "tests", "warped", "theta")),
+    ("s25_text_classification_bag.py", [], [], 2e-5, ()),
+    ("s25_text_classification_bag.py", ["--split", "random", "--epochs", "1"], [], 2e-5, ("history", "test_acc")),
 ]
 
 
