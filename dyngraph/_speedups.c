@@ -3,8 +3,10 @@
  *
  * This is an accelerator, not a second implementation of the semantics: it
  * handles only the common case -- no interpreter installed, no anomaly mode,
- * inputs that need no dtype promotion, one output, no view -- and hands every
- * other call to the Python implementation (dyngraph/ops/registry.py:_bind_py),
+ * Tensor / Python-number / None inputs (at most BIND_MAX_ARGS) whose dtype promotion
+ * is a no-op, one output or a tuple of arrays; views share their input's version
+ * counter (mark_view) -- and hands every
+ * other call to the Python implementation (dyngraph/_core/registry.py:_bind_py),
  * which stays the reference.  The object layout it writes (Tensor and Node
  * slots) is read from the Python classes' __slots__ descriptors at set-up, so
  * the two implementations build identical objects.
