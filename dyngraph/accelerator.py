@@ -16,6 +16,7 @@ import contextlib
 
 from . import cuda as _cuda
 from .backend import device as _device
+from .backend import get_cupy
 
 __all__ = ["is_available", "current_accelerator", "device_count", "current_device_index",
            "current_device_idx", "set_device_index", "set_device_idx", "device_index", "synchronize",
@@ -55,7 +56,6 @@ current_device_idx = current_device_index
 def set_device_index(device) -> None:
     """Make ``device`` (an index or ``"cuda:N"``) the current GPU."""
     _require("set_device_index")
-    from .backend import get_cupy  # noqa: PLC0415
 
     index = device if isinstance(device, int) else (_device(device).index or 0)
     get_cupy().cuda.Device(index).use()
@@ -93,7 +93,6 @@ def empty_cache() -> None:
 def memory_allocated(device=None) -> int:
     """Bytes currently held by tensors on the accelerator (CuPy's memory pool)."""
     _require("memory_allocated")
-    from .backend import get_cupy  # noqa: PLC0415
 
     return int(get_cupy().get_default_memory_pool().used_bytes())
 
@@ -101,6 +100,5 @@ def memory_allocated(device=None) -> int:
 def max_memory_allocated(device=None) -> int:
     """CuPy's pool does not track a peak; its total allocation is the upper bound returned."""
     _require("max_memory_allocated")
-    from .backend import get_cupy  # noqa: PLC0415
 
     return int(get_cupy().get_default_memory_pool().total_bytes())

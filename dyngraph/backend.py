@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DeviceStringError
+
 __all__ = ["device", "xp", "is_array", "cuda_available", "get_cupy"]
 
 _cupy = None
@@ -21,7 +23,7 @@ def get_cupy():
     if not _cupy_checked:
         _cupy_checked = True
         try:
-            import cupy  # noqa: PLC0415
+            import cupy  # noqa: PLC0415  (CuPy: optional dependency, imported on first use (GPU only))
 
             cupy.cuda.runtime.getDeviceCount()
             _cupy = cupy
@@ -68,8 +70,6 @@ class device:  # noqa: N801 - PyTorch's spelling
             type, idx = type.split(":", 1)
             index = int(idx)
         if type not in ("cpu", "cuda"):
-            from .errors import DeviceStringError  # noqa: PLC0415
-
             raise DeviceStringError(f"unknown device type {type!r}: expected 'cpu' or 'cuda[:N]'")
         self.type = type
         self.index = index if type == "cuda" else None

@@ -11,7 +11,9 @@ False
 
 from __future__ import annotations
 
+from .amp import GradScaler, autocast
 from .backend import cuda_available, get_cupy
+from .backend import device as _device
 from .random import manual_seed as _manual_seed
 
 __all__ = ["amp", "is_available", "device_count", "current_device", "manual_seed", "manual_seed_all",
@@ -81,7 +83,6 @@ def _index(device) -> int:
         return int(get_cupy().cuda.runtime.getDevice())
     if isinstance(device, int):
         return device
-    from .backend import device as _device  # noqa: PLC0415
 
     return _device(device).index or 0
 
@@ -179,14 +180,10 @@ class _CudaAmp:
 
     @staticmethod
     def autocast(enabled: bool = True, dtype=None, cache_enabled: bool | None = None):
-        from .amp import autocast  # noqa: PLC0415
-
         return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     @staticmethod
     def GradScaler(*args, **kwargs):
-        from .amp import GradScaler  # noqa: PLC0415
-
         return GradScaler("cuda", *args, **kwargs)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .autograd import grad as _autograd_grad
+from .autograd.functional import hessian as _hessian
+from .autograd.functional import jacobian
 from .autograd.grad_mode import enable_grad
 from .surface.shape import stack
 from .tensor import Tensor
@@ -179,8 +181,6 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
 
 def jacrev(func: Callable, argnums: int = 0) -> Callable:
     """``f -> (x -> Jacobian of f at x)`` with respect to argument ``argnums``."""
-    from .autograd.functional import jacobian  # noqa: PLC0415
-
     def wrapper(*args):
         args = list(args)
 
@@ -194,8 +194,6 @@ def jacrev(func: Callable, argnums: int = 0) -> Callable:
 
 def hessian(func: Callable, argnums: int = 0) -> Callable:
     """``f -> (x -> Hessian of scalar f at x)`` with respect to argument ``argnums``."""
-    from .autograd.functional import hessian as _hessian  # noqa: PLC0415
-
     def wrapper(*args):
         args = list(args)
 

@@ -14,11 +14,14 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import dtypes as _dt
+from .creation import eye, tensor, zeros, zeros_like
 from .errors import LinAlgError
 from .ops._util import as_tensor_arg
 from .surface import elementwise as _ew
 from .surface import linalg as _lin
 from .surface import reduction as _red
+from .surface.shape import stack
 from .tensor import Tensor, _wrap_dim
 
 __all__ = [
@@ -211,10 +214,6 @@ def _ex(fn, A: Tensor, check_errors: bool):
     """``fn(A)`` with PyTorch's ``*_ex`` contract: an int32 ``info`` per matrix, 0 on success.
     A matrix that fails gets ``info = 1`` and a zero result instead of an error, unless
     ``check_errors``."""
-    from . import dtypes as _dt  # noqa: PLC0415
-    from .creation import tensor, zeros, zeros_like  # noqa: PLC0415
-    from .surface.shape import stack  # noqa: PLC0415
-
     batch = tuple(A.shape[:-2])
     try:
         return fn(A), zeros(batch, dtype=_dt.int32)
@@ -302,8 +301,6 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky_inverse``: ``A^-1`` for ``A = L @ L.mT`` given ``L`` (``upper``: ``U``)."""
-    from .creation import eye  # noqa: PLC0415
-
     L = as_tensor_arg(L, "cholesky_inverse")
     identity = eye(L.shape[-1], dtype=L.dtype).expand(*L.shape)
     return cholesky_solve(identity, L, upper)

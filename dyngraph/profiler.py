@@ -30,8 +30,10 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 from ._core.interpreter import Interpreter, pop, push
+from .viz.record import ModuleScope
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "FunctionEvent", "EventList"]
 
@@ -277,8 +279,6 @@ class profile:  # noqa: N801
                 "dg.profiler.profile: schedule= is not supported; put only the steps you want "
                 "to measure inside the `with profile()` block")
         if profile_memory or with_flops:
-            import warnings  # noqa: PLC0415
-
             warnings.warn("dg.profiler.profile: profile_memory/with_flops are not measured; "
                           "the profile records times only", stacklevel=2)
         self.record_shapes = record_shapes
@@ -322,7 +322,6 @@ class profile:  # noqa: N801
     def __enter__(self):
         if not self.enabled:
             return self
-        from .viz.record import ModuleScope  # noqa: PLC0415
 
         self._scope = ModuleScope()
         self._t0 = _now()

@@ -14,6 +14,7 @@ the same numbers rounded); each is reproducible for a given seed.
 from __future__ import annotations
 
 import contextlib
+import json
 
 import numpy as np
 
@@ -45,16 +46,12 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        import json  # noqa: PLC0415
-
-        from .creation import tensor  # noqa: PLC0415
+        from .creation import tensor  # noqa: PLC0415  (creation imports this module)
 
         state = json.dumps(self.rng.bit_generator.state).encode()
         return tensor(np.frombuffer(state, dtype=np.uint8).copy())
 
     def set_state(self, state) -> Generator:
-        import json  # noqa: PLC0415
-
         raw = bytes(np.asarray(state).astype(np.uint8).tobytes())
         self.rng.bit_generator.state = json.loads(raw.decode())
         return self

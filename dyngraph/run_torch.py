@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import re
 import runpy
 import sys
@@ -157,7 +158,7 @@ class _TorchModule(types.ModuleType):
         if getattr(target, "__doc__", None):
             self.__dict__["__doc__"] = target.__doc__
         if name == "torch":
-            import dyngraph  # noqa: PLC0415
+            import dyngraph  # noqa: PLC0415  (the runner loads the package its scripts run against, once a script starts)
 
             self.__dict__["__version__"] = _Version(f"{TORCH_API_VERSION}+dyngraph.{dyngraph.__version__}")
 
@@ -311,7 +312,7 @@ def _missing_name(exc: BaseException) -> str | None:
         owner = obj if isinstance(obj, type) else type(obj)
         m = _TENSOR_ATTR.match(msg)
         if m and obj is not None and owner.__module__.startswith("dyngraph"):
-            import dyngraph  # noqa: PLC0415
+            import dyngraph  # noqa: PLC0415  (the runner loads the package its scripts run against, once a script starts)
 
             if issubclass(owner, dyngraph.Tensor):
                 return f"torch.Tensor.{m.group(2)}"
@@ -363,8 +364,6 @@ def run_path(path: str, args=(), run_name: str = "__main__") -> dict:
 
     >>> g = run_path("train.py", ["--epochs", "1"])
     """
-    import os  # noqa: PLC0415
-
     directory = os.path.dirname(os.path.abspath(path))
     sys.path.insert(0, directory)    # as `python program.py` puts the program's folder first
     try:

@@ -177,8 +177,8 @@ def _defaults() -> dict[str, Any]:
     ``dyngraph.nn``): nothing is imported to find them.
     """
     # Lazy: nn sits on the same floor and a plain state-dict checkpoint must not need it.
-    from .nn import functional as F  # noqa: PLC0415
-    from .nn.module import Module  # noqa: PLC0415
+    from .nn import functional as F  # noqa: PLC0415  (plain state-dict checkpoints never need nn)
+    from .nn.module import Module  # noqa: PLC0415  (plain state-dict checkpoints never need nn)
 
     table: dict[str, Any] = {}
     todo = [Module]
@@ -716,8 +716,8 @@ class _Unpacker:
     def classes(self):
         if self._classes is None:
             # same floor, lazily: only files holding modules or parameters need nn
-            from .nn.module import Module  # noqa: PLC0415
-            from .nn.parameter import Parameter  # noqa: PLC0415
+            from .nn.module import Module  # noqa: PLC0415  (plain state-dict checkpoints never need nn)
+            from .nn.parameter import Parameter  # noqa: PLC0415  (plain state-dict checkpoints never need nn)
 
             self._classes = (Module, Parameter)
         return self._classes

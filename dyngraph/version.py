@@ -7,6 +7,7 @@ True
 from __future__ import annotations
 
 from . import __version__ as _dg_version
+from .backend import cuda_available, get_cupy
 
 __all__ = ["__version__", "cuda", "hip", "debug", "git_version"]
 
@@ -18,7 +19,6 @@ git_version = None
 
 def _cuda_version():
     # A CUDA runtime only exists through CuPy; report its version the way PyTorch does ("12.4").
-    from .backend import cuda_available, get_cupy  # noqa: PLC0415
 
     if not cuda_available():
         return None

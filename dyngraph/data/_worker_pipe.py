@@ -36,7 +36,7 @@ _F_SETPIPE_SZ = 1031          # Linux fcntl: bigger pipes mean fewer system call
 def enlarge_pipe(fd: int, nbytes: int = 1 << 20) -> None:
     """Ask for a ``nbytes`` pipe buffer (Linux allows 1 MiB unprivileged); ignored elsewhere."""
     try:
-        import fcntl  # noqa: PLC0415
+        import fcntl  # noqa: PLC0415  (POSIX only)
 
         fcntl.fcntl(fd, _F_SETPIPE_SZ, nbytes)
     except (ImportError, OSError):

@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..errors import SizeMismatchError
 from ..random import rng_of
 from ..tensor import Tensor
 
@@ -59,8 +60,6 @@ class TensorDataset(Dataset):
         n = tensors[0].shape[0] if tensors[0].ndim else None
         for i, t in enumerate(tensors):
             if t.ndim == 0 or t.shape[0] != n:
-                from ..errors import SizeMismatchError  # noqa: PLC0415
-
                 raise SizeMismatchError(f"TensorDataset: size mismatch between tensors: tensor 0 has first dimension "
                                  f"{n} but tensor {i} has shape {list(t.shape)}")
         self.tensors = tensors

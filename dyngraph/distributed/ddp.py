@@ -34,8 +34,10 @@ import time
 
 import numpy as np
 
+from .._core.graph import bump_version
 from ..autograd.engine import queue_callback
 from ..autograd.grad_mode import STATE, no_grad
+from ..autograd.graph import Node
 from ..nn.module import Module
 from ..tensor import Tensor
 from . import collectives as C
@@ -224,8 +226,6 @@ class DistributedDataParallel(Module):
                 f"DistributedDataParallel gradient all_reduce ({len(self._buckets)} buckets, {n} elements)")
         # time spent waiting for communication after backward (benchmarks/distributed.py)
         object.__setattr__(self, "last_wait_s", time.perf_counter() - t0)
-        from ..ops.inplace import bump_version  # noqa: PLC0415
-
         for b in self._buckets:
             b.buffer /= self._world
             for p, (lo, hi) in zip(b.params, b.offsets):
@@ -279,8 +279,6 @@ def _verify_same_model(module: Module, buckets) -> None:
 
 def _reachable_leaves(out) -> set:
     """ids of the leaf tensors the graph behind ``out`` reaches (iteratively)."""
-    from ..autograd.graph import Node  # noqa: PLC0415
-
     roots = []
     stack = [out]
     while stack:

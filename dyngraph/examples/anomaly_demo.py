@@ -23,6 +23,8 @@ The fix (``sqrt(s + eps)``) is applied at the end and the gradients are finite.
 
 from __future__ import annotations
 
+import argparse
+
 import dyngraph as dg
 from dyngraph import nn
 
@@ -85,8 +87,6 @@ def demo(verbose: bool = True) -> dict:
 
 
 def main(argv=None) -> None:
-    import argparse  # noqa: PLC0415
-
     argparse.ArgumentParser(description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     demo()

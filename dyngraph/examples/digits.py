@@ -75,7 +75,7 @@ def predict(model: nn.Module, images: dg.Tensor, batch_size: int = 1000) -> np.n
 
 def train(args, out=sys.stdout) -> dict:
     """Train, evaluate, checkpoint, reload; returns the figures (used by the tests)."""
-    from tqdm import tqdm  # noqa: PLC0415
+    from tqdm import tqdm  # noqa: PLC0415  (tqdm: optional dependency, imported on first use)
 
     dg.manual_seed(args.seed)
     t0 = time.perf_counter()

@@ -46,7 +46,7 @@ class DigitsCNN(nn.Module):
 
 def load_digits(seed: int = 0):
     """(x_train, y_train, x_test, y_test): float32 (N, 1, 8, 8) in [0, 1], int64 labels."""
-    from sklearn.datasets import load_digits as _load  # noqa: PLC0415
+    from sklearn.datasets import load_digits as _load  # noqa: PLC0415  (scikit-learn: optional dependency, imported on first use)
 
     d = _load()
     x = (d.images.astype(np.float32) / 16.0)[:, None]

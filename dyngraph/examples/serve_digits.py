@@ -24,7 +24,7 @@ def main() -> None:
     args = ap.parse_args()
     images = np.load(args.images)
 
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort  # noqa: PLC0415  (onnxruntime: optional dependency, imported on first use)
 
     sess = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
     onnx_logits = sess.run(None, {"images": images})[0]

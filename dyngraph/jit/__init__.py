@@ -19,6 +19,7 @@ from .ir import Graph, Node, Sym, Var
 from .script_api import (
     Final,
     ScriptFunction,
+    _script_module,
     annotate,
     export,
     ignore,
@@ -104,7 +105,5 @@ def __getattr__(name):
     # ScriptModule subclasses nn.Module: created on first use so that importing dyngraph.jit
     # (e.g. to load a saved graph) does not import dyngraph.nn.
     if name == "ScriptModule":
-        from .script_api import _script_module  # noqa: PLC0415
-
         return _script_module()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import warnings
 
 import numpy as np
 
-from .._core.graph import version
+from .._core.graph import bump_version, version
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import Node as _ANode
 from ..tensor import Tensor
@@ -233,8 +234,6 @@ class Variant:
         return plan
 
     def _apply_effects(self, outs, leaves, caps):
-        from ..ops.inplace import bump_version  # noqa: PLC0415
-
         plan = self._effects_plan
         if plan is None:
             plan = self._effects_plan = self._plan_effects()
@@ -545,8 +544,6 @@ class _ProbeVariant:
 
 
 def _copy_cap(cap, fwd, bwd):
-    import copy  # noqa: PLC0415
-
     c = copy.copy(cap)
     c.fwd, c.bwd = fwd, bwd
     c.results = None

@@ -16,6 +16,7 @@ from ..ops._util import quiet_fp
 from ..ops.registry import REGISTRY
 from .autodiff import VJP_PREFIX, run_vjp
 from .ir import Sym, Var, eval_sym, has_sym
+from .passes.fusion import UFUNCS
 
 __all__ = ["GuardFailure", "generate", "Program"]
 
@@ -123,8 +124,6 @@ def generate(graph, name: str = "program"):
         elif emit is not None:
             fname = f"_u{i}"
             if emit[0] == "ufunc":
-                from .passes.fusion import UFUNCS  # noqa: PLC0415
-
                 fn, extra = UFUNCS[emit[1]]
                 ns[fname] = fn
                 odt = graph.values[node.outs[0]].dtype

@@ -79,7 +79,7 @@ def _script_module():
     """``ScriptModule``, created on first use: importing ``dyngraph.jit`` must not import
     ``dyngraph.nn`` (a saved graph loads in a process without model code)."""
     if not _SCRIPT_MODULE:
-        from ..nn.module import Module  # noqa: PLC0415
+        from ..nn.module import Module  # noqa: PLC0415  (importing dyngraph.jit must not import dyngraph.nn)
 
         class ScriptModule(Module):
             """Base class of TorchScript modules in PyTorch; here an ordinary ``nn.Module``."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import STATE
 from ..tensor import Tensor
-from .compiler import Variant
+from .compiler import CompiledFunction, Variant
 from .executor import GuardFailure
 from .guards import InputGuard, signature
+from .serialize import save
 from .tracer import capture, flatten
 
 __all__ = ["trace", "ScriptedGraph"]
@@ -68,8 +69,6 @@ class ScriptedGraph:
 
     def save(self, path) -> None:
         """Write the graph (JSON IR) and its weights to one safetensors file (no pickle)."""
-        from .serialize import save  # noqa: PLC0415
-
         save(self, path)
 
 
@@ -87,7 +86,6 @@ def trace(fn, example_inputs, *, example_kwargs=None, dynamic=None) -> ScriptedG
     kwargs = example_kwargs or {}
     if dynamic:
         # capture through dg.compile's machinery, which derives the symbolic graph
-        from .compiler import CompiledFunction  # noqa: PLC0415
 
         cf = CompiledFunction(fn, dynamic=dynamic, warn=False)
         cf(*example_inputs, **kwargs)

@@ -18,7 +18,10 @@ import os
 import warnings
 
 import numpy as np
+from safetensors.numpy import save as safetensors_bytes
 
+from .. import dtypes as _dt
+from .._core.state import STATE
 from .._safetensors_header import CheckpointError, read
 from ..serialization import write_file
 from ..tensor import Tensor
@@ -26,6 +29,7 @@ from .executor import Program
 from .file_schema import GraphFileError, read_graph_document
 from .ir import Graph, Sym, Var
 from .passes import optimize
+from .tracer import unflatten
 
 __all__ = ["save", "load", "LoadedGraph", "GraphFileError", "FORMAT_VERSION"]
 
@@ -67,8 +71,6 @@ def _enc(x):
     if isinstance(x, dict):
         return {"dict": {str(k): _enc(v) for k, v in x.items()}}
     if hasattr(x, "numpy_dtype") or type(x).__name__ == "dtype":
-        from .. import dtypes as _dt  # noqa: PLC0415
-
         return {"dtype": np.dtype(_dt.to_numpy_dtype(x)).str}
     raise TypeError(f"cannot save a graph param of type {type(x).__name__} ({x!r}): params must be "
                     "plain data (numbers, strings, tuples, dtypes)")
@@ -100,8 +102,6 @@ def _graph_to_json(g: Graph, tensors: dict, prefix: str) -> dict:
 
 def save(traced, path) -> None:
     """Save a :class:`~dyngraph.jit.ScriptedGraph` (its forward program and current weights)."""
-    from safetensors.numpy import save as safetensors_bytes  # noqa: PLC0415
-
     v = traced.variant
     cap = v.cap
     fwd = cap.fwd
@@ -184,8 +184,6 @@ class LoadedGraph:
         return str(self.graph)
 
     def __call__(self, *inputs):
-        from ..autograd.grad_mode import STATE  # noqa: PLC0415
-        from .tracer import unflatten  # noqa: PLC0415
 
         interp = STATE.interpreter
         if interp is not None and hasattr(interp, "stop"):

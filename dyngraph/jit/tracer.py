@@ -37,9 +37,10 @@ from .._core.interpreter import Interpreter, interpreting
 from .._core.state import STATE
 from ..autograd.graph import Node as _ANode
 from ..ops.registry import REGISTRY, eager, promote_arrays
+from ..random import default_generator
 from ..tensor import Tensor
 from .autodiff import Uncapturable, reverse
-from .ir import Graph, Node, Var
+from .ir import Graph, Node, ValueInfo, Var
 
 __all__ = ["Tracer", "Uncapturable", "Capture", "capture", "flatten", "unflatten"]
 
@@ -482,8 +483,6 @@ class Tracer(Interpreter):
 
 
 def _info(shape, dtype):
-    from .ir import ValueInfo  # noqa: PLC0415
-
     return ValueInfo(tuple(shape), np.dtype(dtype))
 
 
@@ -559,8 +558,6 @@ def _has_ndarray(obj) -> bool:
 
 
 def _rng_state():
-    from ..random import default_generator  # noqa: PLC0415
-
     return (id(default_generator.rng), repr(default_generator.rng.bit_generator.state))
 
 

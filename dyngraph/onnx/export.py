@@ -21,7 +21,7 @@ class _Ctx:
     """Builds the ONNX node list for one captured graph."""
 
     def __init__(self, graph, opset, dynamic_batch, names):
-        from onnx import helper  # noqa: PLC0415
+        from onnx import helper  # noqa: PLC0415  (onnx: optional dependency, imported on first use)
 
         self.helper = helper
         self.graph = graph
@@ -58,7 +58,7 @@ class _Ctx:
         return self.helper.np_dtype_to_tensor_dtype(np.dtype(dt))
 
     def const(self, arr, name=None) -> str:
-        from onnx import numpy_helper  # noqa: PLC0415
+        from onnx import numpy_helper  # noqa: PLC0415  (onnx: optional dependency, imported on first use)
 
         name = name or f"c{len(self.inits)}_{self.tmp()}"
         self.inits.append(numpy_helper.from_array(np.array(arr, order="C"), name))
@@ -105,8 +105,8 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     >>> dg.onnx.export(model, (x,), "m.onnx", input_names=["x"], output_names=["y"],
     ...                dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     """
-    import onnx  # noqa: PLC0415
-    from onnx import helper  # noqa: PLC0415
+    import onnx  # noqa: PLC0415  (onnx: optional dependency, imported on first use)
+    from onnx import helper  # noqa: PLC0415  (onnx: optional dependency, imported on first use)
 
     if isinstance(args, (Tensor, np.ndarray)):
         args = (args,)

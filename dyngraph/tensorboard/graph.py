@@ -9,7 +9,9 @@ constants are ``Input`` nodes.
 
 from __future__ import annotations
 
+from ..autograd.grad_mode import enable_grad
 from ..viz.extract import GraphView, as_outputs, dtype_name
+from ..viz.record import record
 
 __all__ = ["graph_def", "view_to_graph_def"]
 
@@ -18,7 +20,7 @@ _DT = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6
 
 
 def _protos():
-    from tensorboardX.proto import (  # noqa: PLC0415
+    from tensorboardX.proto import (  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
         attr_value_pb2,
         graph_pb2,
         node_def_pb2,
@@ -133,9 +135,6 @@ def view_to_graph_def(view: GraphView, root_name: str = "model", inputs=()):
 
 def graph_def(model, input_to_model=None):
     """Run ``model`` once (recording module scopes) and return the ``GraphDef`` of that step."""
-    from ..autograd.grad_mode import enable_grad  # noqa: PLC0415
-    from ..viz.record import record  # noqa: PLC0415
-
     if input_to_model is None:
         args = ()
     elif isinstance(input_to_model, (tuple, list)):

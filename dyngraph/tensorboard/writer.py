@@ -22,13 +22,15 @@ from datetime import datetime
 
 import numpy as np
 
+from .graph import graph_def
+
 __all__ = ["SummaryWriter"]
 
 
 def _tbx():
     try:
-        from tensorboardX import FileWriter  # noqa: PLC0415
-        from tensorboardX.proto import event_pb2, summary_pb2  # noqa: PLC0415
+        from tensorboardX import FileWriter  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
+        from tensorboardX.proto import event_pb2, summary_pb2  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
             "dg.tensorboard needs tensorboardX: pip install tensorboardX "
@@ -237,7 +239,7 @@ class SummaryWriter:
     def add_text(self, tag: str, text_string: str, global_step: int | None = None,
                  walltime: float | None = None) -> None:
         """Markdown text, shown in TensorBoard's Text tab."""
-        from tensorboardX.summary import text  # noqa: PLC0415
+        from tensorboardX.summary import text  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
 
         self._add(text(tag, str(text_string)), global_step, walltime)
 
@@ -249,8 +251,8 @@ class SummaryWriter:
         like PyTorch.
         """
         from tensorboardX.proto.api_pb2 import Interval  # noqa: PLC0415,F401
-        from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData  # noqa: PLC0415
-        from tensorboardX.summary import hparams  # noqa: PLC0415
+        from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
+        from tensorboardX.summary import hparams  # noqa: PLC0415  (tensorboardX: optional dependency, imported on first use)
 
         if type(hparam_dict) is not dict or type(metric_dict) is not dict:
             raise TypeError("add_hparams: hparam_dict and metric_dict must be dicts")
@@ -294,8 +296,6 @@ class SummaryWriter:
         TensorBoard's ``GraphDef``.  A dynamic model's graph is the graph of that
         one step.
         """
-        from .graph import graph_def  # noqa: PLC0415
-
         _, event_pb2, _ = _tbx()
         gd = graph_def(model, input_to_model)
         if verbose:

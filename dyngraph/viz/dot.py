@@ -47,7 +47,7 @@ def _attrs(d: dict) -> str:
 
 def _digraph_class():
     try:
-        import graphviz  # noqa: PLC0415
+        import graphviz  # noqa: PLC0415  (graphviz: optional dependency, imported on first use)
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
             "dyngraph.viz needs the `graphviz` Python package: pip install graphviz "

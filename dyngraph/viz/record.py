@@ -24,7 +24,9 @@ recording is active (the dispatcher's hot path is unchanged).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import linecache
 import os
 import sys
 import threading
@@ -45,7 +47,7 @@ def _module_codes():
     codes = getattr(_local, "codes", None)
     if codes is None:
         try:
-            from ..nn.module import Module  # noqa: PLC0415
+            from ..nn.module import Module  # noqa: PLC0415  (viz and the profiler import without nn; nn is read once a module call is recorded)
         except ImportError:  # nn not available: no module paths, everything else works
             return None, frozenset()
         codes = (Module, frozenset({Module.__call__.__code__}))
@@ -59,8 +61,6 @@ def _is_user_file(filename: str) -> bool:
 
 def user_source(frame=None) -> str | None:
     """``"file:line: code"`` of the innermost frame outside dyngraph (examples count as user code)."""
-    import linecache  # noqa: PLC0415
-
     f = frame if frame is not None else sys._getframe(1)
     while f is not None:
         code = f.f_code
@@ -236,8 +236,6 @@ class record:  # noqa: N801  (a context manager, lower-case like dg.no_grad)
         return False
 
     def __call__(self, fn):
-        import functools  # noqa: PLC0415
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with record(self.source, self.modules):

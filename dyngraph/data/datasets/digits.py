@@ -16,7 +16,7 @@ __all__ = ["Digits", "digits"]
 @functools.lru_cache(maxsize=1)
 def _load_arrays():
     try:
-        from sklearn.datasets import load_digits  # noqa: PLC0415
+        from sklearn.datasets import load_digits  # noqa: PLC0415  (scikit-learn: optional dependency, imported on first use)
     except ImportError as e:  # pragma: no cover - scikit-learn is a runtime dependency
         raise ImportError("the digits dataset ships with scikit-learn: pip install scikit-learn") from e
     bunch = load_digits()
