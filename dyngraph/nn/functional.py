@@ -22,11 +22,12 @@ from ..ops.nn import embedding_backward_p, embedding_p, layer_norm_p
 from ..ops.registry import bind
 from ..random import rng_of
 from ..surface import elementwise as E
-from ..surface.indexing import one_hot
-from ..surface.nn import embedding, linear, log_softmax, softmax
+from ..surface.indexing import one_hot, scatter
+from ..surface.inplace import apply_inplace
+from ..surface.nn import embedding, embedding_renorm_, linear, log_softmax, softmax
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
-from ..surface.shape import pad, reshape
+from ..surface.shape import chunk, pad, reshape
 from ..tensor import Tensor
 from ._functional_common import (  # (shared with _functional_loss)
     _pnorm,
@@ -144,8 +145,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     flat_t = _const(flat.astype(np.int64))
     keep = flat != pad
     if max_norm is not None:
-        from ..surface.nn import embedding_renorm_  # noqa: PLC0415
-
         embedding_renorm_(weight, flat_t, max_norm, norm_type)
     rows = embedding(flat_t, weight, padding_idx=None if pad < 0 else pad,
                      scale_grad_by_freq=scale_grad_by_freq)
@@ -192,8 +191,6 @@ def _bag_max(rows, bag_of, keep, n_bags):
 # ---------------------------------------------------------------------------
 
 def _inplace_graph(input, fn, name):
-    from ..surface.inplace import apply_inplace  # noqa: PLC0415
-
     return apply_inplace(input, fn, name)
 
 
@@ -385,7 +382,6 @@ def glu(input, dim: int = -1):
     size = input._data.shape[d]
     if size % 2:
         raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {size}")
-    from ..surface.shape import chunk  # noqa: PLC0415
 
     a, b = chunk(input, 2, d)
     return a * E.sigmoid(b)
@@ -735,14 +731,13 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft
-    from ..surface.indexing import scatter  # noqa: PLC0415
 
     index = y_soft.argmax(dim, keepdim=True)
     y_hard = scatter(y_soft.detach() * 0.0, dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft
 
 
-# Functions built by other owners (convolution, pooling, attention) may not exist yet.
+# convolution, pooling, sampling and attention live in their own modules
 from .functional_attention import *  # noqa: E402, F403
 from .functional_conv import *  # noqa: E402, F403
 from .functional_sampling import *  # noqa: E402, F403
