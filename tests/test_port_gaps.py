@@ -129,3 +129,38 @@ def test_affine_grid_and_grid_sample_match_torch(mode, padding, align):
         np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res[1][2].grad.numpy(), res[0][2].grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res[1][3].grad.numpy(), res[0][3].grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction, zero_inf, concat", [("mean", False, False), ("sum", False, True),
+                                                         ("none", True, False), ("mean", True, True)])
+def test_ctc_loss_matches_torch(reduction, zero_inf, concat):
+    rng = np.random.default_rng(4)
+    T, N, C = 9, 4, 5
+    logits = rng.standard_normal((T, N, C))
+    targets = np.array([[1, 2, 2, 3], [4, 1, 0, 0], [2, 2, 2, 2], [3, 0, 0, 0]])
+    tg_lens = [4, 2, 4, 1]
+    in_lens = [9, 7, 5, 3]   # sample 2 (2 2 2 2 needs 7 steps) has no alignment in 5 steps
+    res = []
+    for lib in (torch, dyngraph):
+        X = lib.tensor(logits, requires_grad=True)
+        tg = lib.tensor(np.concatenate([t[:n] for t, n in zip(targets, tg_lens)]) if concat else targets)
+        loss = lib.nn.CTCLoss(reduction=reduction, zero_infinity=zero_inf)(
+            X.log_softmax(2), tg, lib.tensor(in_lens), lib.tensor(tg_lens))
+        if zero_inf:
+            (loss.sum() if reduction == "none" else loss).backward()
+            res.append((loss.detach().numpy(), X.grad.numpy()))
+        else:
+            res.append((loss.detach().numpy(), None))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-10)
+    if zero_inf:
+        np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-8, atol=1e-12)
+    # all alignments possible: values and gradients through log_softmax
+    ok_in = [9, 8, 8, 4]
+    res = []
+    for lib in (torch, dyngraph):
+        X = lib.tensor(logits, requires_grad=True)
+        loss = lib.nn.functional.ctc_loss(X.log_softmax(2), lib.tensor(targets), ok_in, tg_lens, reduction=reduction)
+        (loss.sum() if reduction == "none" else loss).backward()
+        res.append((loss.detach().numpy(), X.grad.numpy()))
+    for d, t in zip(res[1], res[0]):
+        np.testing.assert_allclose(d, t, rtol=1e-8, atol=1e-12)

@@ -54,6 +54,7 @@ RUNS = [
      ("history", "tests", "warped", "theta")),
     ("s25_text_classification_bag.py", [], [], 2e-5, ()),
     ("s25_text_classification_bag.py", ["--split", "random", "--epochs", "1"], [], 2e-5, ("history", "test_acc")),
+    ("s26_ctc_speech.py", [], [], 2e-5, ()),
 ]
 
 

@@ -19,6 +19,7 @@ from .pooling import *  # noqa: F403
 from .upsampling import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .transformer import *  # noqa: F403
+from .ctc import CTCLoss  # noqa: F401
 
 # PyTorch's module layout (``torch.nn.modules.dropout.Dropout``) and ``nn.DataParallel``.
 from . import modules, parallel  # noqa: F401

@@ -740,4 +740,5 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
 # convolution, pooling, sampling and attention live in their own modules
 from .functional_attention import *  # noqa: E402, F403
 from .functional_conv import *  # noqa: E402, F403
+from .functional_ctc import *  # noqa: E402, F403
 from .functional_sampling import *  # noqa: E402, F403
