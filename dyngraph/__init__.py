@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 from .dtypes import (
     bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
-    iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
+    iinfo, int, int8, int16, int32, int64, long, promote_types,
     set_default_dtype, short, uint8,
 )
 from .backend import device, cuda_available

@@ -16,7 +16,7 @@ import numpy as np
 __all__ = [
     "dtype", "float16", "float32", "float64", "bfloat16", "int8", "int16",
     "int32", "int64", "uint8", "bool", "half", "float", "double", "short", "int",
-    "long", "get_default_dtype", "set_default_dtype", "promote_types", "result_type",
+    "long", "get_default_dtype", "set_default_dtype", "promote_types",
     "is_floating_point_dtype", "finfo", "iinfo",
 ]
 
@@ -191,15 +191,6 @@ def result_np_dtype(arrays, scalars=()) -> np.dtype:
         elif cat > _category(result):
             result = np.dtype(np.int64) if cat == 1 else _default_float.np
     return result
-
-
-def result_type(*operands) -> dtype:
-    """PyTorch's ``result_type`` for tensors and Python scalars."""
-    from .tensor import Tensor  # noqa: PLC0415  (dtypes sits below tensor.py)
-
-    arrays = [o._data for o in operands if isinstance(o, Tensor)]
-    scalars = [o for o in operands if not isinstance(o, Tensor)]
-    return _BY_NP[result_np_dtype(arrays, scalars)]
 
 
 class finfo:  # noqa: N801

@@ -116,7 +116,7 @@ from .indexing import nonzero
 from .inplace import apply_inplace
 
 __all__ = [
-    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg",
+    "result_type", "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg",
     "negative", "pow", "abs", "absolute", "sign", "sgn", "reciprocal", "exp", "exp2", "expm1",
     "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
     "acos", "atan", "atan2", "sinh", "cosh", "tanh", "sigmoid", "relu", "leaky_relu", "elu",
@@ -181,6 +181,17 @@ def _to(self, *args, **kwargs) -> Tensor:
     if copy and out is self:
         out = self.clone()
     return out
+
+
+def result_type(*operands) -> _dt.dtype:
+    """PyTorch's ``result_type`` for tensors and Python scalars.
+
+    >>> dg.result_type(dg.tensor([1, 2]), 1.5)
+    dyngraph.float32
+    """
+    arrays = [o._data for o in operands if isinstance(o, Tensor)]
+    scalars = [o for o in operands if not isinstance(o, Tensor)]
+    return _dt._BY_NP[_dt.result_np_dtype(arrays, scalars)]
 
 
 def _un(prim):
