@@ -53,7 +53,8 @@ _LAYOUT = {
     **{f"torch.distributions.{m}": "dyngraph.distributions"
        for m in ("normal", "categorical", "bernoulli", "beta", "binomial", "cauchy", "dirichlet", "exponential",
                  "gamma", "geometric", "independent", "laplace", "log_normal", "multivariate_normal",
-                 "one_hot_categorical", "poisson", "transformed_distribution", "uniform")},
+                 "one_hot_categorical", "poisson", "transformed_distribution", "uniform", "chi2", "studentT",
+                 "mixture_same_family")},
     "torch.amp.grad_scaler": "dyngraph.amp",
     "torch.amp.autocast_mode": "dyngraph.amp",
     "torch.cuda.amp.grad_scaler": "dyngraph.cuda.amp",

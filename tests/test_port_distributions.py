@@ -34,6 +34,8 @@ CASES = [
     ("Beta", (POS, POS2), UNIT),
     ("Dirichlet", (POS,), np.abs(REAL2) / np.abs(REAL2).sum(-1, keepdims=True)),
     ("Poisson", (POS,), np.floor(POS2 * 3)),
+    ("StudentT", (POS * 2, REAL, POS2), REAL2),
+    ("Chi2", (POS * 2,), POS2),
     ("Bernoulli", (UNIT,), (UNIT > 0.5).astype(np.float64)),
     ("Geometric", (UNIT,), np.floor(POS2 * 2)),
     ("Categorical", (np.abs(REAL) + 0.1,), np.array([0, 3, 2])),
@@ -82,7 +84,7 @@ def test_family_matches_torch(name, params, value):
     s = dd.sample((5,))
     assert tuple(s.shape) == tuple(td.sample((5,)).shape)
     assert bool(td.support.check(torch.tensor(s.numpy())).all()), f"{name}: sample outside the support"
-    assert dd.has_rsample == td.has_rsample or name in ("Gamma", "Beta", "Dirichlet")
+    assert dd.has_rsample == td.has_rsample or name in ("Gamma", "Beta", "Dirichlet", "StudentT", "Chi2")
 
 
 @pytest.mark.parametrize("name, params", [
@@ -220,3 +222,23 @@ def test_submodule_imports_through_the_runner(tmp_path):
     r = run_torch.run_path(str(prog))["result"]
     assert r[0] is True and r[1] == pytest.approx(-1.8378770664) and r[2:] == ("MultivariateNormal",
                                                                                "TanhTransform")
+
+
+def test_mixture_same_family_matches_torch():
+    rng = np.random.default_rng(5)
+    logits, mu, sigma = rng.standard_normal((4, 3)), rng.standard_normal((4, 3, 2)), rng.uniform(0.5, 1.5, (4, 3, 2))
+    y = rng.standard_normal((4, 2))
+    res = []
+    for lib in (torch, dyngraph):
+        D = lib.distributions
+        ps = [lib.tensor(a, requires_grad=True) for a in (logits, mu, sigma)]
+        m = D.MixtureSameFamily(D.Categorical(logits=ps[0]), D.Independent(D.Normal(ps[1], ps[2]), 1))
+        lp = m.log_prob(lib.tensor(y))
+        lp.sum().backward()
+        scalar = D.MixtureSameFamily(D.Categorical(logits=ps[0]), D.Normal(ps[1][..., 0], ps[2][..., 0]))
+        res.append([lp, m.mean, m.variance, scalar.log_prob(lib.tensor(y[:, 0])), scalar.variance,
+                    *[p.grad for p in ps], tuple(m.sample((5,)).shape), tuple(scalar.sample((2, 3)).shape),
+                    tuple(m.batch_shape), tuple(m.event_shape)])
+    for a, b in zip(res[1][:8], res[0][:8]):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert res[0][8:] == res[1][8:]

@@ -20,6 +20,7 @@ from .families import (
     Binomial,
     Categorical,
     Cauchy,
+    Chi2,
     Dirichlet,
     Exponential,
     Gamma,
@@ -27,10 +28,12 @@ from .families import (
     Independent,
     Laplace,
     LogNormal,
+    MixtureSameFamily,
     MultivariateNormal,
     Normal,
     OneHotCategorical,
     Poisson,
+    StudentT,
     TransformedDistribution,
     Uniform,
 )
@@ -47,8 +50,8 @@ from .transforms import (
 )
 
 __all__ = [
-    "Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Dirichlet", "Exponential",
-    "Gamma", "Geometric", "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal",
+    "Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "StudentT", "Dirichlet", "Exponential",
+    "Gamma", "Geometric", "Independent", "Laplace", "LogNormal", "MixtureSameFamily", "MultivariateNormal", "Normal",
     "OneHotCategorical", "Poisson", "TransformedDistribution", "Uniform", "kl_divergence", "register_kl",
     "constraints", "transforms", "utils", "Transform", "AffineTransform", "ComposeTransform", "ExpTransform",
     "PowerTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform",

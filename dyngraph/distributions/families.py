@@ -18,9 +18,9 @@ from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, _dg, broadcast_all, from_host, host, sum_rightmost
 
-__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Dirichlet", "Exponential", "Gamma",
-           "Geometric", "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal",
-           "OneHotCategorical", "Poisson", "TransformedDistribution", "Uniform"]
+__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Exponential", "Gamma",
+           "Geometric", "Independent", "Laplace", "LogNormal", "MixtureSameFamily", "MultivariateNormal", "Normal",
+           "OneHotCategorical", "Poisson", "StudentT", "TransformedDistribution", "Uniform"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -991,3 +991,160 @@ class TransformedDistribution(Distribution):
         for t in reversed(self.transforms):
             value = t.inv(value)
         return self.base_dist.cdf(value)
+
+
+class Chi2(Gamma):
+    """The chi-squared distribution with ``df`` degrees of freedom (``Gamma(df / 2, 1 / 2)``)."""
+
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        df, = broadcast_all(_as_float(df, "df"))
+        super().__init__(0.5 * df, df * 0 + 0.5, validate_args=validate_args)
+
+    @property
+    def df(self) -> Tensor:
+        return self.concentration * 2
+
+
+class StudentT(_NoRsample, Distribution):
+    """Student's t with ``df`` degrees of freedom, ``loc`` and ``scale``."""
+
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(_as_float(df, "df"), _as_float(loc, "loc"),
+                                                      _as_float(scale, "scale"))
+        super().__init__(self.df.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        m = self.loc.clone()
+        return m.masked_fill(self.df <= 1, float("nan"))
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        dg = _dg()
+        m = self.df.clone()
+        var = self.scale.pow(2) * m / (m - 2)
+        var = dg.where(self.df <= 2, dg.full_like(var, float("inf")), var)
+        return var.masked_fill(self.df <= 1, float("nan"))
+
+    def sample(self, sample_shape=()) -> Tensor:
+        shape = tuple(self._extended_shape(sample_shape))
+        df = np.broadcast_to(host(self.df), shape).astype(np.float64)
+        t = from_host(rng_of(None).standard_t(df), self.loc)
+        return (self.loc + self.scale * t).detach()
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        Z = (self.scale.log() + 0.5 * self.df.log() + 0.5 * math.log(math.pi)
+             + (0.5 * self.df).lgamma() - (0.5 * (self.df + 1.0)).lgamma())
+        return -0.5 * (self.df + 1.0) * (y.pow(2) / self.df).log1p() - Z
+
+    def entropy(self) -> Tensor:
+        lbeta = (0.5 * self.df).lgamma() + math.lgamma(0.5) - (0.5 * (self.df + 1)).lgamma()
+        return (self.scale.log() + 0.5 * (self.df + 1) * ((0.5 * (self.df + 1)).digamma()
+                                                          - (0.5 * self.df).digamma())
+                + 0.5 * self.df.log() + lbeta)
+
+
+class MixtureSameFamily(Distribution):
+    """A mixture whose components are the rightmost batch dim of ``component_distribution``,
+    weighted by ``mixture_distribution`` (a :class:`Categorical`); the usual head of a mixture
+    density network.
+
+    >>> mix = Categorical(logits=pi_logits)                            # (B, K)
+    >>> comp = Independent(Normal(mu, sigma), 1)                       # (B, K) x (D,)
+    >>> nll = -MixtureSameFamily(mix, comp).log_prob(y).mean()         # y: (B, D)
+    """
+
+    arg_constraints: dict = {}
+    has_rsample = False
+
+    def __init__(self, mixture_distribution, component_distribution, validate_args=None):
+        self._mixture_distribution = mixture_distribution
+        self._component_distribution = component_distribution
+        if not isinstance(mixture_distribution, Categorical):
+            raise ValueError(" The Mixture distribution needs to be an instance of torch.distributions.Categorical")
+        if not isinstance(component_distribution, Distribution):
+            raise ValueError("The Component distribution need to be an instance of torch.distributions.Distribution")
+        mdbs = tuple(mixture_distribution.batch_shape)
+        cdbs = tuple(component_distribution.batch_shape)[:-1]
+        for size1, size2 in zip(reversed(mdbs), reversed(cdbs)):
+            if size1 != 1 and size2 != 1 and size1 != size2:
+                raise ValueError(f"`mixture_distribution.batch_shape` ({mdbs}) is not compatible with "
+                                 f"`component_distribution.batch_shape`({cdbs})")
+        km = mixture_distribution.logits.shape[-1]
+        kc = component_distribution.batch_shape[-1]
+        if km != kc:
+            raise ValueError(f"`mixture_distribution component` ({km}) does not equal "
+                             f"`component_distribution.batch_shape[-1]` ({kc})")
+        self._num_component = km
+        self._event_ndims = len(component_distribution.event_shape)
+        super().__init__(cdbs, component_distribution.event_shape, validate_args=validate_args)
+
+    @property
+    def mixture_distribution(self):
+        return self._mixture_distribution
+
+    @property
+    def component_distribution(self):
+        return self._component_distribution
+
+    @property
+    def support(self):
+        return self._component_distribution.support
+
+    def _pad(self, x):
+        return x.unsqueeze(-1 - self._event_ndims)
+
+    def _pad_mixture_dimensions(self, x):
+        for _ in range(self._event_ndims):
+            x = x.unsqueeze(-1)
+        return x
+
+    @property
+    def mean(self) -> Tensor:
+        probs = self._pad_mixture_dimensions(self.mixture_distribution.probs)
+        return (probs * self.component_distribution.mean).sum(-1 - self._event_ndims)
+
+    @property
+    def variance(self) -> Tensor:
+        probs = self._pad_mixture_dimensions(self.mixture_distribution.probs)
+        mean_cond_var = (probs * self.component_distribution.variance).sum(-1 - self._event_ndims)
+        var_cond_mean = (probs * (self.component_distribution.mean - self._pad(self.mean)).pow(2)).sum(
+            -1 - self._event_ndims)
+        return mean_cond_var + var_cond_mean
+
+    def log_prob(self, x) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(x)
+        x = self._pad(x)
+        log_prob_x = self.component_distribution.log_prob(x)
+        log_mix_prob = self.mixture_distribution.logits.log_softmax(-1)
+        return (log_prob_x + log_mix_prob).logsumexp(-1)
+
+    def sample(self, sample_shape=()) -> Tensor:
+        dg = _dg()
+        with dg.no_grad():
+            sample_len = len(tuple(sample_shape))
+            batch_len = len(self.batch_shape)
+            gather_dim = sample_len + batch_len
+            es = tuple(self.event_shape)
+            mix_sample = self.mixture_distribution.sample(sample_shape)
+            mix_shape = tuple(mix_sample.shape)
+            comp_samples = self.component_distribution.sample(sample_shape)
+            mix_sample_r = mix_sample.reshape(*mix_shape, 1, *([1] * len(es)))
+            mix_sample_r = mix_sample_r.expand(*mix_shape, 1, *es) if es else mix_sample_r
+            if tuple(comp_samples.shape[:gather_dim]) != mix_shape:
+                mix_sample_r = mix_sample_r.expand(*comp_samples.shape[:gather_dim], 1, *es)
+            samples = comp_samples.gather(gather_dim, mix_sample_r)
+            return samples.squeeze(gather_dim)
