@@ -13,15 +13,17 @@ tensor([3, 4, 0, 1, 2])
 
 from __future__ import annotations
 
+from . import creation as _c
+from . import dtypes as _dt
+from .surface import shape as _sh
+
 __all__ = ["fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 
 def _freq_tensor(values, n: int, d: float, dtype, device, requires_grad: bool):
-    import dyngraph as _dg  # noqa: PLC0415  (fft is imported lazily, after dyngraph)
-
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise RuntimeError(f"fftfreq: n must be a non-negative integer, got {n!r}")
-    out = _dg.tensor(values, dtype=dtype or _dg.get_default_dtype(), device=device)
+    out = _c.tensor(values, dtype=dtype or _dt.get_default_dtype(), device=device)
     if not out.dtype.is_floating_point:
         raise RuntimeError(f"fftfreq: expected a floating point dtype, got {out.dtype}")
     if values:
@@ -65,12 +67,10 @@ def fftshift(input, dim=None):
     >>> dg.fft.fftshift(dg.fft.fftfreq(4))
     tensor([-0.5000, -0.2500,  0.0000,  0.2500])
     """
-    import dyngraph as _dg  # noqa: PLC0415
-
     dims = _dims(input, dim)
     if not dims:
         return input.clone()
-    return _dg.roll(input, [input.shape[d] // 2 for d in dims], list(dims))
+    return _sh.roll(input, [input.shape[d] // 2 for d in dims], list(dims))
 
 
 def ifftshift(input, dim=None):
@@ -80,9 +80,7 @@ def ifftshift(input, dim=None):
     >>> dg.equal(dg.fft.ifftshift(dg.fft.fftshift(x)), x)
     True
     """
-    import dyngraph as _dg  # noqa: PLC0415
-
     dims = _dims(input, dim)
     if not dims:
         return input.clone()
-    return _dg.roll(input, [-(input.shape[d] // 2) for d in dims], list(dims))
+    return _sh.roll(input, [-(input.shape[d] // 2) for d in dims], list(dims))

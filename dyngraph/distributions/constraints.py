@@ -12,6 +12,11 @@ Interval(lower_bound=0.0, upper_bound=1.0)
 
 from __future__ import annotations
 
+from .. import creation as _c
+from .. import dtypes as _dt
+from ..surface import elementwise as _ew
+from ..surface import shape as _sh
+
 __all__ = [
     "Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than", "greater_than_eq",
     "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
@@ -211,39 +216,31 @@ class _Square(Constraint):
     event_dim = 2
 
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415  (constraints load with dyngraph)
-
         ok = value.shape[-2] == value.shape[-1]
-        return _dg.full(tuple(value.shape[:-2]), ok, dtype=_dg.bool)
+        return _c.full(tuple(value.shape[:-2]), ok, dtype=_dt.bool)
 
 
 class _Symmetric(_Square):
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415
-
         if value.shape[-2] != value.shape[-1]:
             return _Square.check(self, value)
-        return _dg.isclose(value, value.mT, atol=1e-6).all(-1).all(-1)
+        return _ew.isclose(value, value.mT, atol=1e-6).all(-1).all(-1)
 
 
 class _PositiveDefinite(_Symmetric):
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415
-
         sym = _Symmetric.check(self, value)
         if not bool(sym.all()):
             return sym
-        return _dg.linalg.eigvalsh(value).gt(0).all(-1)
+        return _linalg().eigvalsh(value).gt(0).all(-1)
 
 
 class _PositiveSemidefinite(_Symmetric):
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415
-
         sym = _Symmetric.check(self, value)
         if not bool(sym.all()):
             return sym
-        return _dg.linalg.eigvalsh(value).ge(0).all(-1)
+        return _linalg().eigvalsh(value).ge(0).all(-1)
 
 
 class _LowerTriangular(Constraint):
@@ -271,13 +268,11 @@ class _Cat(Constraint):
         self.dim = dim
 
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415
-
         checks, start = [], 0
         for constr, length in zip(self.cseq, self.lengths):
             checks.append(constr.check(value.narrow(self.dim, start, length)))
             start += length
-        return _dg.cat(checks, self.dim)
+        return _sh.cat(checks, self.dim)
 
 
 class _Stack(Constraint):
@@ -287,9 +282,7 @@ class _Stack(Constraint):
         self.cseq, self.dim = list(cseq), dim
 
     def check(self, value):
-        import dyngraph as _dg  # noqa: PLC0415
-
-        return _dg.stack([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+        return _sh.stack([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
 
 
 dependent = _Dependent()
@@ -319,3 +312,9 @@ positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
 cat = _Cat
 stack = _Stack
+
+
+def _linalg():
+    from .. import linalg  # noqa: PLC0415  (dg.linalg loads on first use)
+
+    return linalg

@@ -3,6 +3,8 @@ the families share (``broadcast_all``, ``sum_rightmost``, NumPy views of paramet
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..size import Size
@@ -13,9 +15,26 @@ __all__ = ["Distribution", "broadcast_all"]
 
 
 def _dg():
-    import dyngraph  # noqa: PLC0415  (distributions load as part of dyngraph)
+    """The functions the distributions use, each from its defining module (built once, on
+    first use: ``linalg`` and ``nn.functional`` load after this package)."""
+    global _LIB
+    if _LIB is None:
+        from .. import creation, dtypes, linalg  # noqa: PLC0415
+        from ..autograd.grad_mode import no_grad  # noqa: PLC0415
+        from ..nn import functional  # noqa: PLC0415
+        from ..surface import elementwise, shape  # noqa: PLC0415
 
-    return dyngraph
+        _LIB = SimpleNamespace(
+            tensor=creation.tensor, from_numpy=creation.from_numpy, full=creation.full,
+            full_like=creation.full_like, zeros=creation.zeros, zeros_like=creation.zeros_like,
+            ones=creation.ones, arange=creation.arange, eye=creation.eye,
+            get_default_dtype=dtypes.get_default_dtype, long=dtypes.long, no_grad=no_grad,
+            stack=shape.stack, broadcast_shapes=shape.broadcast_shapes, where=elementwise.where,
+            linalg=linalg, nn=SimpleNamespace(functional=functional))
+    return _LIB
+
+
+_LIB = None
 
 
 def broadcast_all(*values):

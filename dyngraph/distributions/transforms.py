@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from .. import creation as _c
 from . import constraints
 
 __all__ = ["Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
@@ -17,7 +18,7 @@ __all__ = ["Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "
 
 
 def _softplus(x):
-    import dyngraph.nn.functional as F  # noqa: PLC0415  (distributions load before nn)
+    from ..nn import functional as F  # noqa: PLC0415  (distributions load before nn)
 
     return F.softplus(x)
 
@@ -231,11 +232,9 @@ class AffineTransform(Transform):
         return (y - self.loc) / self.scale
 
     def log_abs_det_jacobian(self, x, y):
-        import dyngraph as _dg  # noqa: PLC0415
-
         scale = self.scale
         if isinstance(scale, (int, float)):
-            result = _dg.full_like(x, math.log(abs(scale)))
+            result = _c.full_like(x, math.log(abs(scale)))
         else:
             result = scale.abs().log()
             if tuple(result.shape) != tuple(x.shape):

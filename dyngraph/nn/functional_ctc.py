@@ -18,6 +18,10 @@ import math
 
 import numpy as np
 
+from .. import creation as _c
+from ..surface import elementwise as _ew
+from ..surface import reduction as _red
+from ..surface import shape as _sh
 from ..tensor import Tensor
 
 __all__ = ["ctc_loss"]
@@ -41,8 +45,6 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
 
     >>> loss = F.ctc_loss(out.log_softmax(2), targets, input_lengths, target_lengths)
     """
-    import dyngraph as _dg  # noqa: PLC0415  (functional modules load with dyngraph)
-
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     unbatched = log_probs.dim() == 2
@@ -70,39 +72,39 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
         ext[i, 1:2 * len(row):2] = row
         for s in range(3, 2 * len(row), 2):
             skip[i, s] = ext[i, s] != ext[i, s - 2]
-    ext_t = _dg.from_numpy(ext)
+    ext_t = _c.from_numpy(ext)
     emit = log_probs.gather(2, ext_t.unsqueeze(0).expand(T, N, L))      # (T, N, L)
     dtype = log_probs.dtype
-    neg = _dg.full((N, 1), _NEG, dtype=dtype)
-    skip_t = _dg.from_numpy(skip)
+    neg = _c.full((N, 1), _NEG, dtype=dtype)
+    skip_t = _c.from_numpy(skip)
     start = np.full((N, L), _NEG)
     start[:, 0] = 0.0
     start[[i for i in range(N) if tg_lens[i] > 0], 1] = 0.0
-    alpha = _dg.from_numpy(start).to(dtype) + emit[0]
-    alpha = _dg.maximum(alpha, _dg.full_like(alpha, _NEG))
+    alpha = _c.from_numpy(start).to(dtype) + emit[0]
+    alpha = _ew.maximum(alpha, _c.full_like(alpha, _NEG))
     for t in range(1, T):
-        prev1 = _dg.cat([neg, alpha[:, :-1]], 1)
-        prev2 = _dg.cat([neg, neg, alpha[:, :-2]], 1) if L > 2 else _dg.full_like(alpha, _NEG)
-        prev2 = _dg.where(skip_t, prev2, _dg.full_like(prev2, _NEG))
-        new = _dg.logsumexp(_dg.stack([alpha, prev1, prev2]), 0) + emit[t]
-        new = _dg.maximum(new, _dg.full_like(new, _NEG))
-        active = _dg.from_numpy(np.array([t < n for n in in_lens])).unsqueeze(1)
-        alpha = _dg.where(active, new, alpha)
-    last = _dg.from_numpy(np.array([2 * n for n in tg_lens]))                   # index of the final blank
-    lastlab = _dg.from_numpy(np.array([max(2 * n - 1, 0) for n in tg_lens]))    # of the final label
+        prev1 = _sh.cat([neg, alpha[:, :-1]], 1)
+        prev2 = _sh.cat([neg, neg, alpha[:, :-2]], 1) if L > 2 else _c.full_like(alpha, _NEG)
+        prev2 = _ew.where(skip_t, prev2, _c.full_like(prev2, _NEG))
+        new = _red.logsumexp(_sh.stack([alpha, prev1, prev2]), 0) + emit[t]
+        new = _ew.maximum(new, _c.full_like(new, _NEG))
+        active = _c.from_numpy(np.array([t < n for n in in_lens])).unsqueeze(1)
+        alpha = _ew.where(active, new, alpha)
+    last = _c.from_numpy(np.array([2 * n for n in tg_lens]))                   # index of the final blank
+    lastlab = _c.from_numpy(np.array([max(2 * n - 1, 0) for n in tg_lens]))    # of the final label
     a_end = alpha.gather(1, last.unsqueeze(1)).squeeze(1)
     a_lab = alpha.gather(1, lastlab.unsqueeze(1)).squeeze(1)
-    has_label = _dg.from_numpy(np.array([n > 0 for n in tg_lens]))
-    a_lab = _dg.where(has_label, a_lab, _dg.full_like(a_lab, _NEG))
-    loss = -_dg.logsumexp(_dg.stack([a_end, a_lab]), 0)
-    impossible = (loss > -_NEG / 2) | _dg.from_numpy(np.array([n == 0 for n in in_lens]))
+    has_label = _c.from_numpy(np.array([n > 0 for n in tg_lens]))
+    a_lab = _ew.where(has_label, a_lab, _c.full_like(a_lab, _NEG))
+    loss = -_red.logsumexp(_sh.stack([a_end, a_lab]), 0)
+    impossible = (loss > -_NEG / 2) | _c.from_numpy(np.array([n == 0 for n in in_lens]))
     if zero_infinity:
-        loss = _dg.where(impossible, _dg.zeros_like(loss), loss)
+        loss = _ew.where(impossible, _c.zeros_like(loss), loss)
     else:
-        loss = _dg.where(impossible, _dg.full_like(loss, math.inf), loss)
+        loss = _ew.where(impossible, _c.full_like(loss, math.inf), loss)
     if reduction == "none":
         return loss.squeeze(0) if unbatched else loss
     if reduction == "sum":
         return loss.sum()
-    denom = _dg.tensor([max(n, 1) for n in tg_lens], dtype=dtype)
+    denom = _c.tensor([max(n, 1) for n in tg_lens], dtype=dtype)
     return (loss / denom).mean()

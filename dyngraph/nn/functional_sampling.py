@@ -12,17 +12,17 @@ True
 
 from __future__ import annotations
 
+from .. import creation as _c
+from ..surface import shape as _sh
 from ..tensor import Tensor
 
 __all__ = ["affine_grid", "grid_sample"]
 
 
 def _linspace(n: int, align_corners: bool, like: Tensor) -> Tensor:
-    import dyngraph as _dg  # noqa: PLC0415  (functional modules load with dyngraph)
-
     if n <= 1:
-        return _dg.zeros(max(n, 0), dtype=like.dtype)
-    pts = _dg.linspace(-1.0, 1.0, n, dtype=like.dtype)
+        return _c.zeros(max(n, 0), dtype=like.dtype)
+    pts = _c.linspace(-1.0, 1.0, n, dtype=like.dtype)
     # align_corners=False: pixel centres, so the extreme values are -1 + 1/n and 1 - 1/n
     return pts if align_corners else pts * ((n - 1) / n)
 
@@ -34,8 +34,6 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     >>> F.affine_grid(dg.eye(2, 3).unsqueeze(0), (1, 3, 8, 8), align_corners=False).shape
     dyngraph.Size([1, 8, 8, 2])
     """
-    import dyngraph as _dg  # noqa: PLC0415
-
     if align_corners is None:
         align_corners = False
     if not theta.dtype.is_floating_point:
@@ -52,8 +50,8 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
         raise ValueError(f"affine_grid: theta has batch size {theta.shape[0]} but size asks for {N}")
     xs = _linspace(W, align_corners, theta)
     ys = _linspace(H, align_corners, theta)
-    gy, gx = _dg.meshgrid(ys, xs, indexing="ij")
-    base = _dg.stack([gx, gy, _dg.ones_like(gx)], -1).reshape(1, H * W, 3)
+    gy, gx = _sh.meshgrid(ys, xs, indexing="ij")
+    base = _sh.stack([gx, gy, _c.ones_like(gx)], -1).reshape(1, H * W, 3)
     grid = base @ theta.transpose(1, 2)          # (N, H*W, 2)
     return grid.reshape(N, H, W, 2)
 
