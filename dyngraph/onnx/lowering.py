@@ -560,4 +560,6 @@ UNSUPPORTED: dict = {
         "shift", "signbit", "sort", "to_device", "topk", "trunc", "unfold", "upsample_nearest",
         "vector_norm", "xlogy",
     ), _TODO),
+    **dict.fromkeys(("autobatch_rows", "autobatch_rows_backward"),
+                    "dg.autobatch's own gather between batched groups: never in a captured program"),
 }
