@@ -56,6 +56,8 @@ _LAZY_ATTRS = {
     "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
     "spmm": ("sparse", "spmm"),
     "sparse_coo": ("sparse", "sparse_coo"),
+    "sparse_csr_tensor": ("sparse", "sparse_csr_tensor"),
+    "sparse_csr": ("sparse", "sparse_csr"),
     "strided": ("sparse", "strided"),
 }
 

@@ -614,6 +614,13 @@ def _to_sparse(self: Tensor, sparse_dim=None):
     return to_sparse(self, sparse_dim)
 
 
+def _to_sparse_csr(self: Tensor, dense_dim=None):
+    """The CSR sparse form of a 2-D tensor (``dg.sparse``), differentiable with respect to it."""
+    from .sparse import to_sparse_csr  # noqa: PLC0415  (dg.sparse imports this module)
+
+    return to_sparse_csr(self)
+
+
 def _layout(self: Tensor):
     from .sparse import strided  # noqa: PLC0415  (dg.sparse imports this module)
 

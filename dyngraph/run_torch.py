@@ -77,8 +77,9 @@ _GAPS = {
     "torch.polar": "dyngraph has no complex dtypes",
     "torch.stft": "dyngraph has no complex dtypes",
     "torch.istft": "dyngraph has no complex dtypes",
-    "torch.sparse_csr_tensor": "dyngraph's sparse tensors are COO only (torch.sparse_coo_tensor, x.to_sparse())",
-    "torch.Tensor.to_sparse_csr": "dyngraph's sparse tensors are COO only (x.to_sparse())",
+    "torch.sparse_csc_tensor": "dyngraph's sparse layouts are COO and 2-D CSR (torch.sparse_csr_tensor)",
+    "torch.Tensor.to_sparse_csc": "dyngraph's sparse layouts are COO and 2-D CSR (x.to_sparse_csr())",
+    "torch.sparse_bsr_tensor": "dyngraph's sparse layouts are COO and 2-D CSR (torch.sparse_csr_tensor)",
     "torch.nn.utils.parametrizations.orthogonal": "it needs torch.linalg.matrix_exp / householder_product, "
                                                   "which dyngraph lacks (weight_norm and spectral_norm are there)",
     "torch.linalg.matrix_exp": "not implemented in dyngraph yet",

@@ -417,7 +417,7 @@ def test_fft_real_helpers_match_torch():
     ("import torch\ntorch.fft.rfft(torch.ones(4))\n", r"torch\.fft\.rfft .*no complex dtypes.*fftfreq"),
     ("import torch\ntorch.linalg.eigvals(torch.eye(2))\n", r"torch\.linalg\.eigvals .*use torch\.linalg\.eigvalsh"),
     ("import torch\nx = torch.zeros(2, dtype=torch.complex64)\n", r"torch\.complex64 .*no complex dtypes"),
-    ("import torch\ntorch.ones(2, 2).to_sparse_csr()\n", r"to_sparse_csr .*COO only"),
+    ("import torch\ntorch.ones(2, 2).to_sparse_csc()\n", r"to_sparse_csc .*COO and 2-D CSR"),
 ])
 def test_known_gaps_say_why(tmp_path, source, pattern):
     with pytest.raises(run_torch.MissingTorchNameError, match=pattern):

@@ -28,8 +28,9 @@ from ..surface.linalg import mm as dense_mm
 from ..surface.shape import cat
 from ..tensor import Tensor
 
-__all__ = ["SparseTensor", "sparse_coo_tensor", "mm", "spmm", "addmm", "sum", "to_sparse", "sparse_coo",
-           "is_sparse", "matmul", "smm", "check_sparse_tensor_invariants"]
+__all__ = ["SparseTensor", "SparseCSRTensor", "sparse_coo_tensor", "sparse_csr_tensor", "mm", "spmm", "addmm",
+           "sum", "to_sparse", "to_sparse_csr", "sparse_coo", "sparse_csr", "is_sparse", "matmul", "smm",
+           "check_sparse_tensor_invariants"]
 
 
 class _Layout:
@@ -43,6 +44,7 @@ class _Layout:
 
 
 sparse_coo = _Layout("sparse_coo")
+sparse_csr = _Layout("sparse_csr")
 strided = _Layout("strided")
 
 
@@ -196,6 +198,10 @@ class SparseTensor:
         flat = Tensor._make(np.asarray(flat, np.int64), False, None, 0)
         out = self._vals.new_zeros(flat_shape).index_add(0, flat, self._vals).reshape(self._size)
         return out if dtype is None else out.to(dtype)
+
+    def to_sparse_csr(self, dense_dim=None) -> SparseCSRTensor:
+        """The CSR form of a 2-D COO tensor (same values, row-major order)."""
+        return to_sparse_csr(self)
 
     def to_sparse(self, *args, **kwargs) -> SparseTensor:
         return self
@@ -463,3 +469,113 @@ class check_sparse_tensor_invariants:  # noqa: N801 - PyTorch's spelling
 
     def __call__(self, fn):
         return fn
+
+
+class SparseCSRTensor(SparseTensor):
+    """A 2-D compressed-sparse-row tensor (``layout=torch.sparse_csr``): ``crow_indices``
+    (``nrows + 1`` offsets), ``col_indices`` and ``values``.  It keeps the equivalent COO
+    row indices too, so every product and gradient of :class:`SparseTensor` applies; the
+    gradient of its values has the CSR's order.
+
+    >>> a = dg.sparse_csr_tensor([0, 2, 3], [0, 2, 1], [1.0, 2.0, 3.0], (2, 3))
+    >>> a @ dg.ones(3)
+    tensor([3., 3.])
+    """
+
+    __slots__ = ("_crow",)
+    layout = sparse_csr
+    is_sparse = False
+    is_sparse_csr = True
+
+    def __init__(self, crow: Tensor, col: Tensor, values: Tensor, size):
+        rows = np.repeat(np.arange(len(crow._data) - 1, dtype=np.int64), np.diff(crow._data))
+        idx = Tensor._make(np.stack([rows, col._data.astype(np.int64)]), False, None, 0)
+        super().__init__(idx, values, size, coalesced=True)
+        self._crow = crow
+
+    def crow_indices(self) -> Tensor:
+        return self._crow
+
+    def col_indices(self) -> Tensor:
+        return self._idx[1]
+
+    def indices(self) -> Tensor:
+        raise RuntimeError("indices expected sparse coordinate tensor layout but got SparseCsr; "
+                           "use crow_indices() and col_indices()")
+
+    def to_sparse_csr(self, dense_dim=None) -> SparseCSRTensor:
+        return self
+
+    def to_sparse(self, *args, **kwargs) -> SparseTensor:
+        """The COO form (same indices and values)."""
+        return SparseTensor(self._idx, self._vals, self._size, True)
+
+    def _with_values(self, values: Tensor) -> SparseCSRTensor:
+        return SparseCSRTensor(self._crow, self._idx[1], values, self._size)
+
+    def __repr__(self) -> str:
+        vals = re.sub(r",\s*dtype=[\w.]+\)$", ")", repr(self._vals.detach()))
+        dt = "" if self.dtype in (_dt.get_default_dtype(), _dt.int64, _dt.bool) else f"dtype={self.dtype}, "
+        grad = ""
+        if self.requires_grad:
+            fn = getattr(self._vals, "grad_fn", None)
+            grad = ",\n       requires_grad=True" if fn is None else f",\n       grad_fn=<{fn.name()}>"
+        return (f"tensor(crow_indices={self._crow!r},\n       col_indices={self._idx[1]!r},\n       "
+                f"values={vals}, size={self._size}, nnz={self._nnz()}, {dt}layout={self.layout}{grad})")
+
+
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad: bool = False, check_invariants=None) -> SparseCSRTensor:
+    """A 2-D CSR tensor from row offsets, column indices and values (``size`` defaults to
+    ``(len(crow_indices) - 1, max(col_indices) + 1)``, as in PyTorch).
+
+    >>> dg.sparse_csr_tensor([0, 1, 2], [1, 0], [5.0, 6.0]).to_dense()
+    tensor([[0., 5.],
+            [6., 0.]])
+    """
+    crow = crow_indices if isinstance(crow_indices, Tensor) else tensor(np.asarray(crow_indices))
+    col = col_indices if isinstance(col_indices, Tensor) else tensor(np.asarray(col_indices))
+    if crow._data.dtype.kind not in "iu" or col._data.dtype.kind not in "iu":
+        raise RuntimeError("sparse_csr_tensor: crow_indices and col_indices must be integer tensors, got "
+                           f"{crow.dtype} and {col.dtype}")
+    crow, col = crow.long().detach(), col.long().detach()
+    vals = values if isinstance(values, Tensor) else tensor(values, dtype=dtype)
+    if dtype is not None and vals.dtype != _dt.as_dtype(dtype):
+        vals = vals.to(dtype)
+    c, k = crow._data, col._data
+    if c.ndim != 1 or len(c) < 1 or c[0] != 0 or np.any(np.diff(c) < 0):
+        raise RuntimeError("sparse_csr_tensor: crow_indices must be a non-decreasing 1-D tensor starting at 0, "
+                           f"got {c.tolist()}")
+    nnz = int(c[-1])
+    if k.ndim != 1 or len(k) != nnz or vals.ndim < 1 or int(vals.shape[0]) != nnz:
+        raise RuntimeError(f"sparse_csr_tensor: crow_indices give {nnz} entries but col_indices have shape "
+                           f"{list(k.shape)} and values {list(vals.shape)}")
+    if size is None:
+        size = (len(c) - 1, int(k.max()) + 1 if nnz else 0)
+    size = tuple(int(x.item()) if isinstance(x, Tensor) else int(x) for x in size)
+    if len(size) != 2 or size[0] != len(c) - 1:
+        raise RuntimeError(f"sparse_csr_tensor: size {list(size)} must be 2-D with {len(c) - 1} rows "
+                           "(dyngraph's CSR tensors are matrices)")
+    if nnz and (k.min() < 0 or k.max() >= size[1]):
+        raise RuntimeError(f"sparse_csr_tensor: a column index is out of bounds for size {list(size)}")
+    if device is not None:
+        vals = vals.to(device)
+    if requires_grad:
+        vals = vals.detach().requires_grad_(True)
+    return SparseCSRTensor(crow, col, vals, size)
+
+
+def to_sparse_csr(input) -> SparseCSRTensor:
+    """The CSR form of a 2-D dense or COO tensor (differentiable with respect to its values).
+
+    >>> dg.eye(2).to_sparse_csr().crow_indices()
+    tensor([0, 1, 2])
+    """
+    if isinstance(input, SparseCSRTensor):
+        return input
+    coo = input.coalesce() if isinstance(input, SparseTensor) else to_sparse(input)
+    if coo.dim() != 2 or coo.sparse_dim() != 2:
+        raise RuntimeError(f"to_sparse_csr: dyngraph's CSR tensors are 2-D matrices, got size {list(coo.shape)}")
+    rows = coo._idx._data[0]
+    crow = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=coo._size[0]))]).astype(np.int64)
+    return SparseCSRTensor(Tensor._make(crow, False, None, 0), coo._idx[1], coo._vals, coo._size)

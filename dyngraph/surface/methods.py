@@ -222,7 +222,7 @@ METHODS.update({"multinomial": _cr.multinomial, "bernoulli": _cr.bernoulli, "mat
                 "is_signed": lambda self: self._data.dtype.kind in "if",
                 "positive": lambda self: self,
                 "bfloat16": lambda self, memory_format=None: self.to(_cr._dt.bfloat16),
-                "to_sparse": _cr._to_sparse, "to_sparse_coo": _cr._to_sparse,
+                "to_sparse": _cr._to_sparse, "to_sparse_coo": _cr._to_sparse, "to_sparse_csr": _cr._to_sparse_csr,
                 "to_dense": lambda self, dtype=None, masked_grad=None: self if dtype is None else self.to(dtype)})
 METHODS["is_cpu"] = property(lambda self: self.device.type == "cpu", doc="True for a CPU tensor.")
 # PyTorch's other device and layout predicates: dyngraph's dense tensors live on the CPU
