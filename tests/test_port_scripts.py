@@ -23,6 +23,9 @@ _NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
 # (script, arguments, extra arguments for the torch run only, rtol, keys holding each library's own
 # random numbers: compared by type only -- an early stop may also change their length)
 RUNS = [
+    # the GCN of s04 over a CSR adjacency (x.to_sparse_csr()) with each product spelling
+    *[("s04_gcn_sparse.py", ["--dropout", "0", "--layout", "csr", "--product", pr, "--epochs", "15"], [], 2e-5, ())
+      for pr in ("spmm", "sparse.mm", "matmul")],
     ("s13_vae_digits.py", ["--noise", "numpy"], [], 2e-5, ()),
     ("s13_vae_digits.py", ["--epochs", "1"], [], 2e-5, ("train", "test", "log", "stats", "grid", "mu")),
     # torch's inductor is not run-to-run reproducible on CPU: the reference is torch eager

@@ -99,6 +99,7 @@ def main():
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--product", choices=["spmm", "sparse.mm", "matmul"], default="spmm")
+    p.add_argument("--layout", choices=["coo", "csr"], default="coo")
     p.add_argument("--patience", type=int, default=5)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -107,7 +108,8 @@ def main():
     torch.manual_seed(args.seed)
 
     edges, feats, labels_np = make_graph(120, 24, 3, args.seed)
-    adj = normalized_adjacency(edges, 120)
+    adj_coo = normalized_adjacency(edges, 120)
+    adj = adj_coo.to_sparse_csr() if args.layout == "csr" else adj_coo
     features, labels = torch.from_numpy(feats), torch.LongTensor(labels_np)
     idx_train, idx_val, idx_test = torch.LongTensor(range(30)), torch.LongTensor(range(30, 60)), torch.LongTensor(range(60, 120))
 
@@ -141,7 +143,7 @@ def main():
     model.eval()
     output = model(features, adj)
     result = {"history": history, "test_acc": accuracy(output[idx_test], labels[idx_test]),
-              "nnz": adj._nnz(), "degree_sum": torch.sparse.sum(adj).item(), "layers": repr(model.gc1)}
+              "nnz": adj._nnz(), "degree_sum": torch.sparse.sum(adj_coo).item(), "layers": repr(model.gc1)}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f)
