@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import dyngraph as dg
+from dyngraph.autobatch.interpreter import Autobatcher
 from dyngraph.ops._batching import rows_backward_p, rows_p
 from dyngraph.ops.registry import bind
 
@@ -100,3 +101,50 @@ def test_chains_that_only_feed_a_stack_run_late_as_one_group_per_step():
     np.testing.assert_allclose(loss.item(), loss_e.item(), **TOL)
     for a, b in zip(gb, ge, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), **TOL)
+
+
+def _pairs(xs, pair, comb, comb2):
+    hc = [pair(x) for x in xs]
+    # the two inputs of comb's group are the two outputs of the same nodes: the gather of
+    # c reuses the plan of h; in comb2's group one input mixes h and c of different members
+    outs = [comb(h, c) for h, c in hc[:6]]
+    outs += [comb2(*((h, c) if i % 2 else (c, h))) for i, (h, c) in enumerate(hc[6:])]
+    return dg.stack([o.sum() for o in outs]).sum()
+
+
+def test_inputs_from_the_same_nodes_share_one_gather_plan(monkeypatch):
+    rng = np.random.default_rng(3)
+    W = dg.tensor(rng.standard_normal((4, 4)), requires_grad=True)
+    xs = [dg.tensor(rng.standard_normal((1, 4))) for _ in range(12)]
+
+    def pair(x):
+        return dg.tanh(x @ W), dg.sigmoid(x @ W)
+
+    def comb(a, b):
+        return a * b + a
+
+    def comb2(a, b):
+        return a * b - b
+
+    loss_e = _pairs(xs, pair, comb, comb2)
+    (ge,) = dg.autograd.grad(loss_e, [W])
+    calls = {"plan": 0, "apply": 0}
+    plan, apply = Autobatcher._plan, Autobatcher._apply_plan
+
+    def counted_plan(*a):
+        calls["plan"] += 1
+        return plan(*a)
+
+    def counted_apply(self, *a):
+        calls["apply"] += 1
+        return apply(self, *a)
+
+    monkeypatch.setattr(Autobatcher, "_plan", staticmethod(counted_plan))
+    monkeypatch.setattr(Autobatcher, "_apply_plan", counted_apply)
+    with dg.autobatch():
+        cells = [dg.autobatch.cell(f) for f in (pair, comb, comb2)]
+        loss = _pairs(xs, *cells)
+        (gb,) = dg.autograd.grad(loss, [W])
+    assert calls["plan"] < calls["apply"]
+    np.testing.assert_allclose(loss.item(), loss_e.item(), **TOL)
+    np.testing.assert_allclose(gb.numpy(), ge.numpy(), **TOL)

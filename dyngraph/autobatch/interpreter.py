@@ -782,9 +782,10 @@ class Autobatcher(Interpreter):
     def _gather_args(self, group, B):
         n0 = group[0]
         args, batched = [], []
+        memo = {}
         for j, a0 in enumerate(n0.args):
             if type(a0) is Lazy:
-                x, b = self._gather([n.args[j] for n in group], B)
+                x, b = self._gather([n.args[j] for n in group], B, memo)
             elif isinstance(a0, Tensor) and not (a0._rg and a0._fn is None):
                 x, b = self._gather([n.args[j] for n in group], B)
             else:
@@ -793,7 +794,7 @@ class Autobatcher(Interpreter):
             batched.append(b)
         return tuple(args), tuple(batched)
 
-    def _gather(self, refs, B):
+    def _gather(self, refs, B, memo=None):
         """One tensor with member i's value in row i (or the shared value, unbatched).
 
         The common case -- every member's input is a row of an executed group -- is
@@ -807,7 +808,7 @@ class Autobatcher(Interpreter):
             return (self._row_value(a0) if type(a0) is Lazy else a0), False
         kinds = set(map(type, refs))
         if kinds == _LAZY_ONLY:
-            out = self._gather_rows(refs, B)
+            out = self._gather_rows(refs, B, memo)
             if out is not None:
                 return out, True
         elif Lazy not in kinds:
@@ -860,64 +861,113 @@ class Autobatcher(Interpreter):
             x = bind(index_select, (x, _idx(np.argsort(order))), {"dim": 0})
         return x, True
 
-    def _gather_rows(self, refs, B):
+    def _gather_rows(self, refs, B, memo=None):
         """``_gather`` when every ref is a Lazy output of an executed node.  A node whose
         result is its own value (``row`` None: a group of one, a member run alone) is a
-        source of one row."""
+        source of one row.
+
+        ``memo`` (one per group): inputs that are other outputs of the same nodes (the
+        ``h`` and ``c`` of the same children) reuse the first one's plan."""
         nodes = list(map(_NODE, refs))
+        k = None
+        if memo is not None:
+            ks = set(map(_K, refs))
+            if len(ks) == 1:
+                k = ks.pop()
+                if memo.get("nodes") == nodes:          # identity per member
+                    return self._apply_plan(memo["plan"], memo["results"], k)
+        results = list(map(_RESULT, nodes))
+        plan = self._plan(nodes, results, refs, B)
+        if plan is None:
+            return None
+        if k is not None:
+            memo["nodes"], memo["plan"], memo["results"] = nodes, plan, results
+        if k is None:
+            return self._apply_plan(plan, results, None, refs)
+        return self._apply_plan(plan, results, k)
+
+    @staticmethod
+    def _plan(nodes, results, refs, B):
+        """Which rows of which sources, in member order (no binds: ``_apply_plan`` runs
+        it).  ``(None, p, index, n, unique)`` for one source (``index`` None: its rows
+        in order), else ``(sources, final)`` with a source ``(p, one_row, cut)``."""
         rows = list(map(_ROW, nodes))
         whole = None in rows
         if whole:
             rows = [-1 if r is None else r for r in rows]
-        results = list(map(_RESULT, nodes))
         rows = np.array(rows, dtype=np.intp)
         keys = np.fromiter(map(id, results), np.intp, B)
         # tuples (multi-output groups) and tensors may mix: a group of one cell call
         # holds the member's own outputs
-        multi = tuple in set(map(type, results))
-        if multi:
+        if tuple in set(map(type, results)):
             keys += np.fromiter(map(_K, refs), np.intp, B)   # id(tuple) + k: unique per output
-        st = self.stats
         if (keys == keys[0]).all():        # one source group
+            if whole and rows[0] < 0:      # the same value for every member, unbatched
+                return None
             res = results[0]
             if type(res) is tuple:
                 res = res[refs[0].k]
-            if whole and rows[0] < 0:      # the same value for every member, unbatched
-                return None
             n = res._data.shape[0]
-            if st is not None:
-                st.gathers += 1
             if n == B and (rows == _arange(B)).all():
-                return res
-            return bind(_ROWS, (res, _idx(rows)), {"n": n, "unique": _unique(rows)})
+                return (None, 0, None, n, True)
+            return (None, 0, _idx(rows), n, _unique(rows))
         ukeys, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        parts = []
+        sources = []
         idx = np.empty(B, dtype=np.intp)
         off = 0
         for u in range(len(ukeys)):
             p = int(first[u])
-            res = results[p]
-            if type(res) is tuple:
-                res = res[refs[p].k]
             sel = inv == u
             need = rows[sel]
-            if need[0] < 0:                # a member's own value: one row
-                res = bind(_RESHAPE, (res,), {"shape": (1, *res._data.shape)})
+            one = bool(need[0] < 0)        # a member's own value: one row
+            if one:
                 need = np.zeros(len(need), dtype=np.intp)
-            n = res._data.shape[0]
+                n = 1
+            else:
+                res = results[p]
+                if type(res) is tuple:
+                    res = res[refs[p].k]
+                n = res._data.shape[0]
+            cut = None
             if n > 2 * len(need) + 16:     # a large source: cut it to the rows needed first
-                res = bind(_ROWS, (res, _idx(need)), {"n": n, "unique": _unique(need)})
+                cut = (_idx(need), n, _unique(need))
                 need = np.arange(len(need))
                 n = len(need)
-            parts.append(res)
+            sources.append((p, one, cut))
             idx[sel] = need + off
             off += n
+        final = None if off == B and (idx == _arange(B)).all() else (_idx(idx), off, _unique(idx))
+        return (sources, final)
+
+    def _apply_plan(self, plan, results, k, refs=None):
+        """Run a ``_plan`` for output ``k`` of the sources (``refs``: each source's own k)."""
+        st = self.stats
+
+        def source(p):
+            r = results[p]
+            if type(r) is tuple:
+                r = r[k if refs is None else refs[p].k]
+            return r
+
+        if plan[0] is None:
+            _, p, index, n, unique = plan
+            if st is not None:
+                st.gathers += 1
+            res = source(p)
+            return res if index is None else bind(_ROWS, (res, index), {"n": n, "unique": unique})
+        sources, final = plan
+        parts = []
+        for p, one, cut in sources:
+            res = source(p)
+            if one:
+                res = bind(_RESHAPE, (res,), {"shape": (1, *res._data.shape)})
+            if cut is not None:
+                res = bind(_ROWS, (res, cut[0]), {"n": cut[1], "unique": cut[2]})
+            parts.append(res)
         if st is not None:
             st.gathers += len(parts)
         x = bind(_CAT, tuple(parts), {"dim": 0})
-        if off == B and (idx == _arange(B)).all():
-            return x
-        return bind(_ROWS, (x, _idx(idx)), {"n": off, "unique": _unique(idx)})
+        return x if final is None else bind(_ROWS, (x, final[0]), {"n": final[1], "unique": final[2]})
 
     def _attach_hooks(self, n):
         """Tensor hooks / retain_grad of pending members act on their row of the batched
