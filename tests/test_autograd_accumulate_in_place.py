@@ -21,8 +21,18 @@ from dyngraph._core import registry
 _PRIMS = {}
 
 
+@pytest.fixture(autouse=True)
+def _unregister_test_primitives():
+    """Test primitives live for one test: the registry is global, and other tests check
+    that every registered primitive has an op-table record and an ONNX lowering."""
+    yield
+    for name in _PRIMS:
+        registry.REGISTRY.pop(name, None)
+    _PRIMS.clear()
+
+
 def _prim(name, impl, **options):
-    """A test primitive, registered once per session (the registry refuses duplicates)."""
+    """A test primitive, registered for the current test (the registry refuses duplicates)."""
     if name not in _PRIMS:
         _PRIMS[name] = registry.Primitive(name, impl, **options)
     return _PRIMS[name]
