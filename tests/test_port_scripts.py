@@ -63,6 +63,8 @@ RUNS = [
     ("s27_mixture_density.py", ["--epochs", "12"], [], (2e-5, 5e-6), ()),
     ("s27_mixture_density.py", ["--double"], [], 1e-9, ()),
     ("s27_mixture_density.py", ["--epochs", "2", "--noise", "torch"], [], 2e-5, ("draw",)),
+    ("s28_distill_mixup.py", ["--perm", "numpy"], [], 2e-5, ()),
+    ("s28_distill_mixup.py", ["--epochs", "1"], [], 2e-5, ("student", "acc", "kl_log_target", "wnorm")),
 ]
 
 
