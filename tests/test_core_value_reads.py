@@ -45,6 +45,7 @@ ALLOWED = {
     # -- aliases read only for shape/dtype (the scan cannot follow the alias) ------------
     ("surface/shape.py", "cat"): "alias: ref.ndim",
     ("surface/linalg.py", "svd"): "alias: x.shape / x.dtype for the zero U, V",
+    ("surface/elementwise.py", "result_type"): "alias: only the operands' dtypes are read",
     ("surface/indexing.py", "_index_tensor"): "empty float index cast to int64 (no values)",
     ("nn/linear.py", "forward"): "alias: d.ndim / d.shape / d.dtype",
     # -- eager-only fast paths: taken only when no interpreter is active ---------------
