@@ -57,6 +57,8 @@ _LAZY_ATTRS = {
     "spmm": ("sparse", "spmm"),
     "sparse_coo": ("sparse", "sparse_coo"),
     "sparse_csr_tensor": ("sparse", "sparse_csr_tensor"),
+    **{w: ("windows", w) for w in ("hann_window", "hamming_window", "blackman_window", "bartlett_window",
+                                   "kaiser_window")},
     "sparse_csr": ("sparse", "sparse_csr"),
     "strided": ("sparse", "strided"),
 }

@@ -164,3 +164,17 @@ def test_ctc_loss_matches_torch(reduction, zero_inf, concat):
         res.append((loss.detach().numpy(), X.grad.numpy()))
     for d, t in zip(res[1], res[0]):
         np.testing.assert_allclose(d, t, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
+                                  "kaiser_window"])
+def test_window_functions_match_torch(name):
+    for n in (0, 1, 2, 5, 16):
+        for periodic in (True, False):
+            t = getattr(torch, name)(n, periodic)
+            d = getattr(dyngraph, name)(n, periodic)
+            assert str(d.dtype).split(".")[1] == str(t.dtype).split(".")[1]
+            np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{name}({n}, {periodic})")
+    t = getattr(torch, name)(8, dtype=torch.float64)
+    d = getattr(dyngraph, name)(8, dtype=dyngraph.float64)
+    np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
