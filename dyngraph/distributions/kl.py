@@ -66,8 +66,9 @@ def kl_divergence(p, q):
     """
     fn = _dispatch(type(p), type(q))
     if fn is None:
-        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
-                                  f"{type(q).__name__}")
+        raise NotImplementedError(f"kl_divergence: No KL(p || q) is implemented for p type {type(p).__name__} "
+                                  f"and q type {type(q).__name__} (register one with "
+                                  "@register_kl(type_p, type_q))")
     return fn(p, q)
 
 
