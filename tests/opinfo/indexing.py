@@ -17,6 +17,14 @@ def _is_torch(m):
     return m.__name__ == "torch"
 
 
+def _autobatch_rows(m, x, i, unique):
+    if m.__name__ != "dyngraph":
+        return x[i]
+    from dyngraph.ops._batching import rows_p  # dyngraph only: torch runs the table too
+    from dyngraph.ops.registry import bind
+    return bind(rows_p, (x, i), {"n": int(x.shape[0]), "unique": unique})
+
+
 def _one(*builders):
     """Samples from builder functions ``b(rng, dt) -> Sample``."""
     def make(rng, dt):
@@ -244,5 +252,11 @@ OPS = [
                 lambda r, d: Sample((np.array([[1, 1, 2], [1, 1, 3]], d),), {"dim": 1, "return_counts": True},
                                     desc="dim1_counts")),
            grad=False),
+    # dg.autobatch's own gather (ops/_batching.rows_p; no PyTorch counterpart): rows of x,
+    # with the plain-scatter backward when no row repeats (unique=True) and np.add.at if not
+    OpInfo("autobatch_rows", lambda m, x, i, unique: _autobatch_rows(m, x, i, unique),
+           _one(lambda r, d: Sample((randn(r, (4, 3), d), _i(3, 0, 2), True)),
+                lambda r, d: Sample((randn(r, (4, 3), d), _i(1, 1, 3, 1), False), desc="repeated")),
+           grad_argnums=(0,), skip_torch=True, reference=lambda x, i, unique: x[i]),
 ]
 
