@@ -65,6 +65,7 @@ RUNS = [
     ("s27_mixture_density.py", ["--epochs", "2", "--noise", "torch"], [], 2e-5, ("draw",)),
     ("s28_distill_mixup.py", ["--perm", "numpy"], [], 2e-5, ()),
     ("s28_distill_mixup.py", ["--epochs", "1"], [], 2e-5, ("student", "acc", "kl_log_target", "wnorm")),
+    ("s29_metric_learning_sampler.py", [], [], 2e-5, ()),
 ]
 
 
