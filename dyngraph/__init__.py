@@ -45,7 +45,7 @@ from .surface.reduction import sum
 _LAZY_MODULES = {
     "nn", "optim", "data", "utils", "jit", "onnx", "viz", "tensorboard", "profiler",
     "distributed", "linalg", "serialization", "examples", "func", "accelerator", "multiprocessing",
-    "version", "run_torch", "sparse", "fx", "autobatch",
+    "version", "run_torch", "sparse", "fx", "autobatch", "compiler", "_dynamo",
 }
 _LAZY_ATTRS = {
     "save": ("serialization", "save"),
@@ -78,7 +78,8 @@ def __getattr__(name):
 from . import backends, cuda
 from .backends import (
     are_deterministic_algorithms_enabled, get_default_device, get_float32_matmul_precision,
-    get_num_threads, set_default_device, set_float32_matmul_precision, set_num_threads,
+    get_num_interop_threads, get_num_threads, set_default_device, set_float32_matmul_precision,
+    set_num_interop_threads, set_num_threads,
     use_deterministic_algorithms,
 )
 from .memory_format import (

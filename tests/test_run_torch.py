@@ -498,3 +498,30 @@ def test_shared_tensors_travel_through_a_queue_as_shared_memory():
     with dyngraph.no_grad():
         got.add_(1)
     assert dyngraph.equal(got, model.bias)
+
+
+def test_compiler_dynamo_and_interop_preamble_names(tmp_path):
+    prog = _program(tmp_path, """
+        import torch
+        import torch._dynamo
+        torch._dynamo.config.suppress_errors = True
+        torch._dynamo.config.cache_size_limit = 64
+        torch.set_num_interop_threads(2)
+
+        @torch.compiler.disable
+        def plain(x):
+            return x * 2
+
+        @torch.compiler.disable(recursive=False)
+        def plain2(x):
+            return x + 1
+
+        f = torch.compile(lambda x: plain(x) + plain2(x))
+        result = (f(torch.ones(2)).tolist(), torch.compiler.is_compiling(), torch.get_num_interop_threads(),
+                  torch._dynamo.config.suppress_errors)
+    """)
+    assert run_torch.run_path(prog)["result"] == ([4.0, 4.0], False, 2, True)
+    for lib in (torch, dyngraph):
+        with pytest.raises(RuntimeError):
+            lib.set_num_interop_threads(0)
+    dyngraph._dynamo.config.suppress_errors = False

@@ -21,7 +21,8 @@ from ..backend import device
 from ..backend import device as _device
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision
 
-__all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "speedups", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
+__all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "speedups", "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
+           "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "get_default_device", "set_default_device"]
 
@@ -41,6 +42,24 @@ def set_num_threads(num: int) -> None:
     except ImportError:  # recorded only; OMP_NUM_THREADS still applies
         return
     threadpool_limits(limits=num, user_api="blas")
+
+
+_num_interop_threads = 1
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Record PyTorch's inter-op thread count: dyngraph runs ops one after another in the
+    calling thread, so only the value is kept (``get_num_interop_threads`` returns it)."""
+    global _num_interop_threads
+    num = int(num)
+    if num < 1:
+        raise RuntimeError(f"set_num_interop_threads: number of interop threads must be positive, got {num}")
+    _num_interop_threads = num
+
+
+def get_num_interop_threads() -> int:
+    """The value :func:`set_num_interop_threads` recorded (1 by default: ops run in order)."""
+    return _num_interop_threads
 
 
 def get_num_threads() -> int:
