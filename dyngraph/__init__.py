@@ -90,5 +90,5 @@ from . import testing
 from . import special
 from .creation import is_complex, is_floating_point, is_nonzero, matrix_power
 from . import amp
-from .amp import autocast
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .func import vmap

@@ -21,12 +21,16 @@ import warnings
 
 import numpy as np
 
+from . import dtypes as _dt
 from ._core.grad_mode import no_grad
 from .backend import cuda_available
 
-__all__ = ["autocast", "GradScaler", "is_autocast_available"]
+__all__ = ["autocast", "GradScaler", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
+           "custom_fwd", "custom_bwd"]
 
 _warned = False
+_active: list = []          # the autocast regions entered and not yet left (innermost last)
+_DEFAULT_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 
 
 class autocast:  # noqa: N801  (PyTorch's name)
@@ -44,9 +48,12 @@ class autocast:  # noqa: N801  (PyTorch's name)
             _warned = True
             warnings.warn("dg.autocast: dyngraph does not down-cast inside autocast regions; the "
                           "region runs at the tensors' own precision", stacklevel=2)
+        _active.append(self)
         return self
 
     def __exit__(self, *exc) -> bool:
+        if self in _active:
+            _active.remove(self)
         return False
 
     def __call__(self, fn):
@@ -59,6 +66,52 @@ class autocast:  # noqa: N801  (PyTorch's name)
 
 def is_autocast_available(device_type: str) -> bool:
     return device_type in ("cpu", "cuda")
+
+
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether the innermost ``autocast`` region for ``device_type`` (default ``"cuda"``, as
+    PyTorch's argument-less form) is enabled.
+
+    >>> with dg.autocast("cpu"):
+    ...     dg.is_autocast_enabled("cpu")
+    True
+    """
+    device_type = device_type or "cuda"
+    for region in reversed(_active):
+        if region.device_type == device_type:
+            return region.enabled
+    return False
+
+
+def get_autocast_dtype(device_type: str):
+    """The dtype of the innermost ``autocast`` region for ``device_type`` (PyTorch's defaults
+    otherwise: bfloat16 on the CPU, float16 on CUDA)."""
+    for region in reversed(_active):
+        if region.device_type == device_type and region.fast_dtype is not None:
+            return _dt.as_dtype(region.fast_dtype)
+    return getattr(_dt, _DEFAULT_DTYPES.get(device_type, "float16"))
+
+
+def custom_fwd(fwd=None, *, device_type: str, cast_inputs=None):
+    """Decorator for a custom ``autograd.Function.forward`` under autocast.  dyngraph's
+    autocast regions run at the tensors' own precision, so the forward runs as written
+    (``cast_inputs`` would cast to a lower precision PyTorch's region would also use).
+
+    >>> class Fn(dg.autograd.Function):
+    ...     @staticmethod
+    ...     @dg.amp.custom_fwd(device_type="cpu")
+    ...     def forward(ctx, x): return x * 2
+    """
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    return fwd
+
+
+def custom_bwd(bwd=None, *, device_type: str):
+    """Decorator for the matching ``backward`` (see :func:`custom_fwd`)."""
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+    return bwd
 
 
 class GradScaler:

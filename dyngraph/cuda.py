@@ -186,5 +186,17 @@ class _CudaAmp:
     def GradScaler(*args, **kwargs):
         return GradScaler("cuda", *args, **kwargs)
 
+    @staticmethod
+    def custom_fwd(fwd=None, *, cast_inputs=None):
+        from .amp import custom_fwd  # noqa: PLC0415  (the older spelling of dg.amp.custom_fwd)
+
+        return custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+    @staticmethod
+    def custom_bwd(bwd=None):
+        from .amp import custom_bwd  # noqa: PLC0415
+
+        return custom_bwd(bwd, device_type="cuda")
+
 
 amp = _CudaAmp()

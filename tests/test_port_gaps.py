@@ -178,3 +178,36 @@ def test_window_functions_match_torch(name):
     t = getattr(torch, name)(8, dtype=torch.float64)
     d = getattr(dyngraph, name)(8, dtype=dyngraph.float64)
     np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_autocast_state_and_custom_fwd_like_torch():
+    import warnings
+
+    for lib in (torch, dyngraph):
+        assert lib.is_autocast_enabled() is False and lib.is_autocast_enabled("cpu") is False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with lib.autocast("cpu"):
+                assert lib.is_autocast_enabled("cpu") and not lib.is_autocast_enabled()
+                assert lib.get_autocast_dtype("cpu") == lib.bfloat16
+                with lib.autocast("cpu", enabled=False):
+                    assert not lib.is_autocast_enabled("cpu")
+                assert lib.is_autocast_enabled("cpu")
+        assert not lib.is_autocast_enabled("cpu") and lib.get_autocast_dtype("cuda") == lib.float16
+
+        class Double(lib.autograd.Function):
+            @staticmethod
+            @lib.amp.custom_fwd(device_type="cpu")
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            @lib.amp.custom_bwd(device_type="cpu")
+            def backward(ctx, g):
+                return g * 2
+
+        x = lib.ones(2, requires_grad=True)
+        Double.apply(x).sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0]
+        with pytest.raises(TypeError, match="device_type"):
+            lib.amp.custom_fwd(lambda ctx, x: x)
