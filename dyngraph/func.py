@@ -8,7 +8,10 @@
   so ``vmap`` calls the function once per batch element and stacks the results:
   the same values as PyTorch's ``vmap``, at Python-loop speed (fine for per-sample
   gradients of small models, slow for big batches);
-* ``jacrev`` / ``hessian`` via :mod:`dyngraph.autograd.functional`.
+* ``jacrev`` / ``hessian`` via :mod:`dyngraph.autograd.functional`; ``jacfwd`` gives the same
+  Jacobian (computed in reverse mode);
+* ``vjp`` / ``jvp``: vector-Jacobian and Jacobian-vector products (``jvp`` by the
+  double-backward identity, so the function needs second-order gradients).
 
 >>> per_sample = dg.func.vmap(dg.func.grad(loss_fn), in_dims=(None, 0, 0))(params, x, y)
 """
@@ -26,7 +29,7 @@ from .autograd.grad_mode import enable_grad
 from .surface.shape import stack
 from .tensor import Tensor
 
-__all__ = ["functional_call", "grad", "grad_and_value", "vmap", "jacrev", "hessian"]
+__all__ = ["functional_call", "grad", "grad_and_value", "vmap", "jacrev", "jacfwd", "hessian", "vjp", "jvp"]
 
 
 # -- functional_call -------------------------------------------------------------------
@@ -203,3 +206,74 @@ def hessian(func: Callable, argnums: int = 0) -> Callable:
             return func(*call)
         return _hessian(f, args[argnums])
     return wrapper
+
+
+# -- vjp / jvp -----------------------------------------------------------------------
+
+def vjp(func: Callable, *primals, has_aux: bool = False):
+    """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns the cotangents
+    pulled back to each primal (a tuple, one entry per primal), as ``torch.func.vjp``.
+
+    >>> out, vjp_fn = dg.func.vjp(torch.sin, x)
+    >>> (g,) = vjp_fn(dg.ones_like(out))            # cos(x)
+    """
+    nested = any(t.requires_grad for p in primals for t in _tree_leaves(p))
+    with enable_grad():
+        inputs = [_tree_map(lambda t: t.view_as(t) if t.requires_grad else t.detach().requires_grad_(True), p)
+                  for p in primals]
+        out = func(*inputs)
+    value, aux = (out if has_aux else (out, None))
+    outs = _tree_leaves(value)
+    leaves = [t for p in inputs for t in _tree_leaves(p)]
+
+    def vjp_fn(*cotangents):
+        cots = _tree_leaves(cotangents[0] if len(cotangents) == 1 else cotangents)
+        if len(cots) != len(outs):
+            raise RuntimeError(f"vjp: expected {len(outs)} cotangent(s) matching the outputs, got {len(cots)}")
+        with enable_grad():
+            grads = _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=True, allow_unused=True)
+        grads = [g if g is not None else t.detach() * 0.0 for g, t in zip(grads, leaves, strict=True)]
+        if not nested:      # inside another transform the graph is kept, as in grad_and_value
+            grads = [g.detach() for g in grads]
+        it = iter(grads)
+        return tuple(_rebuild(p, it) for p in primals)
+
+    detached = _rebuild(value, iter([o.detach() for o in outs]))
+    return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
+
+
+def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
+    """``(func(*primals), J @ tangents)`` (``torch.func.jvp``): the directional derivative,
+    computed as the vector-Jacobian product of a vector-Jacobian product.
+
+    >>> out, dout = dg.func.jvp(torch.sin, (x,), (dg.ones_like(x),))     # cos(x)
+    """
+    from .creation import zeros_like  # noqa: PLC0415  (creation imports func's neighbours)
+
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise RuntimeError(f"jvp: expected as many tangents as primals, got {len(tangents)} and {len(primals)}")
+    with enable_grad():
+        inputs = [t.detach().requires_grad_(True) for t in primals]
+        out = func(*inputs)
+        value, aux = (out if has_aux else (out, None))
+        outs = _tree_leaves(value)
+        dummies = [zeros_like(o).requires_grad_(True) for o in outs]
+        g = _autograd_grad(outs, inputs, dummies, create_graph=True, allow_unused=True)
+        pairs = [(gi, ti) for gi, ti in zip(g, tangents, strict=True) if gi is not None]
+        if pairs:
+            jv = _autograd_grad([p[0] for p in pairs], dummies, [p[1] for p in pairs], allow_unused=True)
+        else:
+            jv = [None] * len(dummies)
+    jv = [j.detach() if j is not None else zeros_like(o).detach() for j, o in zip(jv, outs, strict=True)]
+    primal_out = _rebuild(value, iter([o.detach() for o in outs]))
+    tangent_out = _rebuild(value, iter(jv))
+    return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
+
+
+def jacfwd(func: Callable, argnums: int = 0, has_aux: bool = False, *, randomness: str = "error") -> Callable:
+    """``torch.func.jacfwd``: the same Jacobian as :func:`jacrev` (dyngraph computes it in
+    reverse mode; the values agree)."""
+    if has_aux:
+        raise NotImplementedError("jacfwd(has_aux=True) is not supported by dyngraph; return the aux separately")
+    return jacrev(func, argnums)

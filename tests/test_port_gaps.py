@@ -211,3 +211,21 @@ def test_autocast_state_and_custom_fwd_like_torch():
         assert x.grad.tolist() == [2.0, 2.0]
         with pytest.raises(TypeError, match="device_type"):
             lib.amp.custom_fwd(lambda ctx, x: x)
+
+
+def test_func_vjp_jvp_jacfwd_match_torch():
+    x0 = np.random.default_rng(6).standard_normal(4)
+    y0 = np.random.default_rng(7).standard_normal(4)
+    res = []
+    for lib in (torch, dyngraph):
+        def f(x, y, lib=lib):
+            return lib.sin(x) * y + x.pow(2).sum()
+
+        x, y = lib.tensor(x0), lib.tensor(y0)
+        out, vjp_fn = lib.func.vjp(f, x, y)
+        gx, gy = vjp_fn(lib.ones(4, dtype=lib.float64))
+        p_out, t_out = lib.func.jvp(f, (x, y), (lib.ones(4, dtype=lib.float64), lib.zeros(4, dtype=lib.float64)))
+        jac = lib.func.jacfwd(f)(x, y)
+        res.append([out, gx, gy, p_out, t_out, jac])
+    for d, t in zip(res[1], res[0]):
+        np.testing.assert_allclose(d.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
