@@ -12,13 +12,16 @@ import warnings
 
 import numpy as np
 
-from .._core.state import concrete
+from .._core.state import STATE, concrete
+from ..ops.nn import log_softmax_p, nll_loss_p
+from ..ops.registry import bind
 from ..surface import elementwise as E
 from ..surface.indexing import gather, one_hot
 from ..surface.nn import log_softmax, nll_loss_nd
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import reshape
+from ..tensor import Tensor
 from ._functional_common import as_tensor as _t
 from ._functional_common import const as _const
 from ._functional_common import logsigmoid, pairwise_distance
@@ -35,6 +38,7 @@ __all__ = [
 
 
 _REDUCTIONS = ("none", "mean", "sum")
+_INT64 = np.dtype(np.int64)
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -148,6 +152,24 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     >>> F.cross_entropy(dg.zeros(2, 3), dg.tensor([0, 2]))
     tensor(1.0986)
     """
+    if weight is None and reduction == "mean" and label_smoothing == 0.0 \
+            and size_average is None and reduce is None and STATE.interpreter is None \
+            and isinstance(input, Tensor) and isinstance(target, Tensor):
+        # The per-item case of most training loops ((N, C) logits, int64 class indices,
+        # all in range), run eagerly: the checks below would accept it, and they cost more
+        # than the two fused primitives themselves (issue 13), so test just that and bind.
+        shape, tshape = input._data.shape, target._data.shape
+        if len(shape) == 2 and target._data.dtype == _INT64 and input._data.dtype.kind == "f" \
+                and tshape == shape[:1] and shape[0]:
+            td = concrete(target, "cross_entropy: target classes in range")
+            if shape[0] == 1:
+                lo = hi = int(td.item())
+            else:
+                lo, hi = int(td.min()), int(td.max())
+            if 0 <= lo and hi < shape[1]:
+                return bind(nll_loss_p, (bind(log_softmax_p, (input,), {"dim": 1}), target,
+                                         None),
+                            {"reduction": "mean", "ignore_index": int(ignore_index)})
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _t(input, "cross_entropy"), _t(target, "cross_entropy")
     _require_float(input, "cross_entropy")
