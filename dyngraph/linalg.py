@@ -17,10 +17,10 @@ import numpy as np
 from . import dtypes as _dt
 from .creation import eye, tensor, zeros, zeros_like
 from .errors import LinAlgError
-from .ops._util import as_tensor_arg
 from .surface import elementwise as _ew
 from .surface import linalg as _lin
 from .surface import reduction as _red
+from .surface._args import as_tensor_arg
 from .surface.shape import stack
 from .tensor import Tensor, _wrap_dim
 

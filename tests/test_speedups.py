@@ -202,9 +202,9 @@ def _views_summary(outs, inputs):
 
 
 def _view_cases():
-    from dyngraph.ops.indexing import getitem_p
     from dyngraph.ops.nn import nll_loss_p
-    from dyngraph.ops.shape import cat_p, expand_p, permute_p, reshape_p, stack_p
+    from dyngraph.ops.shape import cat_p, stack_p
+    from dyngraph.ops.structural import expand_p, getitem_p, permute_p, reshape_p
 
     return [
         (getitem_p, lambda a, b, c: (a,), {"index": (1,)}),

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..ops._util import as_tensor_arg
 from ..surface import elementwise as E
+from ..surface._args import as_tensor_arg
 from ..surface.reduction import sum as _sum
 from ..tensor import Tensor
 

@@ -669,26 +669,8 @@ nan_to_num_p.defvjp(lambda g, out, x, nan=0.0, posinf=None, neginf=None: g * isf
 
 
 # ---------------------------------------------------------------------------
-# dtype / device conversion (differentiable)
+# device conversion (differentiable; the dtype cast is in ops/structural.py)
 # ---------------------------------------------------------------------------
-
-@primitive("cast", save_inputs=True, torch_name="ToCopyBackward0")
-def cast_p(x, dtype=None):
-    if dtype == np.float16 and x.dtype.itemsize > 2:
-        with np.errstate(over="ignore"):  # out-of-range values become inf silently, as in PyTorch
-            return x.astype(dtype)
-    return x.astype(dtype)
-
-
-def _cast_vjp(g, out, x, dtype=None):
-    src = x.dtype if not isinstance(x, Tensor) else x._data.dtype
-    if src.kind != "f":
-        return None
-    return cast_p(g, dtype=src)
-
-
-cast_p.defvjp(_cast_vjp)
-
 
 @primitive("to_device", save_inputs=True)
 def to_device_p(x, device="cpu"):
@@ -767,7 +749,7 @@ quiet_primitives(
     log_p, log1p_p, log2_p, log10_p, sqrt_p, rsqrt_p, sin_p, cos_p, tan_p, asin_p, acos_p, atan_p,
     atan2_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, tanh_p, sigmoid_p, erf_p, erfc_p,
     erfinv_p, lgamma_p, digamma_p, polygamma_p, elu_p, gelu_p, silu_p, softplus_p, hypot_p,
-    xlogy_p, logaddexp_p, cast_p)
+    xlogy_p, logaddexp_p)
 
 
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
@@ -782,7 +764,7 @@ def _defbatch_elementwise():
                  "erfc", "erfinv", "lgamma", "digamma", "polygamma", "floor", "ceil", "round",
                  "trunc", "relu", "leaky_relu", "elu", "gelu", "silu", "softplus", "hardtanh",
                  "clamp", "clamp_tensor", "maximum", "minimum", "fmax", "fmin", "where", "lerp",
-                 "hypot", "xlogy", "logaddexp", "nan_to_num", "cast", "to_device", "eq", "ne",
+                 "hypot", "xlogy", "logaddexp", "nan_to_num", "to_device", "eq", "ne",
                  "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
                  "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "bitwise_and",
                  "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",

@@ -33,16 +33,13 @@ before the write keeps its old graph (PyTorch replays it on the new base).
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import xp
 from ..tensor import Tensor
-from .reduction import sum_p, sum_to_shape_p
+from .reduction import sum_p
 from .registry import primitive
-from .shape import reshape_p
+from .structural import _torch_msg, _zeros, getitem_backward_p, reshape_p, sum_to_shape_p
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
 
@@ -52,51 +49,9 @@ def _data(a):
     return a._data if isinstance(a, Tensor) else a
 
 
-def _zeros(like, shape):
-    if type(like) is np.ndarray:
-        return np.zeros(shape, like.dtype)
-
-    return xp(like).zeros(shape, like.dtype)
-
-
-def _torch_msg(exc: Exception) -> str:
-    msg = str(exc).replace("for axis", "for dimension")
-    m = re.match(r"too many indices for array: array is (\d+)-dimensional, but (\d+) were indexed", msg)
-    if m:
-        msg = f"too many indices for tensor of dimension {m.group(1)} ({m.group(2)} were indexed)"
-    return msg
-
-
 # ---------------------------------------------------------------------------
 # index specs
 # ---------------------------------------------------------------------------
-
-_NPIDX: dict = {}
-
-
-def _np_basic(spec: tuple) -> tuple:
-    """A spec without tensors as a NumPy basic index (always with an Ellipsis, so
-    indexing returns a view even when every dimension is selected)."""
-    out = _NPIDX.get(spec)
-    if out is not None:
-        return out
-    items = []
-    ell = False
-    for it in spec:
-        if type(it) is tuple:
-            items.append(slice(*it))
-        else:
-            if it is Ellipsis:
-                ell = True
-            items.append(it)
-    if not ell:
-        items.append(Ellipsis)
-    out = tuple(items)
-    if len(_NPIDX) > 4096:
-        _NPIDX.clear()
-    _NPIDX[spec] = out
-    return out
-
 
 def _split(spec: tuple, arrays, ndim: int):
     """PyTorch's two stages: (basic index, advanced index or None)."""
@@ -144,45 +99,6 @@ def _split(spec: tuple, arrays, ndim: int):
     if Ellipsis not in basic:
         basic.append(Ellipsis)
     return tuple(basic), (tuple(adv) if has_adv else None)
-
-
-# ---------------------------------------------------------------------------
-# basic indexing: a view (the RNN hot path ``x[t]``)
-# ---------------------------------------------------------------------------
-
-def _getitem_name(params) -> str:
-    # PyTorch applies the index left to right; the node is that of the last step that is not a
-    # full slice or Ellipsis: an int selects, a slice slices, None unsqueezes; x[...] aliases
-    for c in reversed(params.get("index", ())):
-        if c is None:
-            return "UnsqueezeBackward0"
-        if isinstance(c, tuple):
-            if c != (None, None, None):
-                return "SliceBackward0"
-        elif c is not Ellipsis:
-            return "SelectBackward0"
-    return "AliasBackward0"
-
-
-@primitive("getitem", meta=True, is_view=True, torch_name=_getitem_name)
-def getitem_p(x, index=()):
-    """``x[index]`` for a spec of ints, slice triples, None and Ellipsis (a view)."""
-    try:
-        return x[_NPIDX.get(index) or _np_basic(index)]
-    except IndexError as exc:
-        raise IndexError(_torch_msg(exc)) from None
-
-
-@primitive("getitem_backward")
-def getitem_backward_p(g, shape=(), index=()):
-    """Zeros of ``shape`` with ``g`` written at ``index`` (the vjp of ``getitem``)."""
-    z = _zeros(g, shape)
-    z[_np_basic(index)] = g
-    return z
-
-
-getitem_p.defvjp(lambda g, out, x, index=(): getitem_backward_p(g, shape=tuple(x.shape), index=index))
-getitem_backward_p.defvjp(lambda g, out, gx, shape=(), index=(): getitem_p(g, index=index))
 
 
 # ---------------------------------------------------------------------------
@@ -629,7 +545,6 @@ def _defbatch_indexing():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
     from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
-    R["getitem"].defbatch(b.getitem_rule)
     for name in ("gather", "scatter", "scatter_add", "scatter_reduce"):
         R[name].defbatch(b.gather_like)
     R["index_select"].defbatch(b.index_select_rule)
@@ -639,7 +554,7 @@ def _defbatch_indexing():
     R["index"].defbatch(b.index_rule, eager_if=b.bool_index_shape)
     R["index_put"].defbatch(fallback="advanced indexing with per-member index tensors")
     R["isin"].defbatch(fallback="per-member test sets")
-    for name in ("getitem_backward", "index_backward", "gather_backward", "index_select_backward"):
+    for name in ("index_backward", "gather_backward", "index_select_backward"):
         R[name].defbatch(fallback=b.BACKWARD_ONLY)
     for name in ("nonzero", "bincount", "one_hot", "histc"):
         R[name].defbatch(eager="the output shape (or range) depends on the values")

@@ -9,10 +9,8 @@ import numpy as np
 from .._core.state import STATE
 from ..errors import LinAlgError
 from ..tensor import Tensor
-from . import shape as _shape
-from .reduction import sum_to_shape_p
 from .registry import primitive
-from .shape import reshape_p
+from .structural import expand_p, reshape_p, sum_to_shape_p
 
 
 def _check_matmul(x, y):
@@ -239,8 +237,8 @@ def _einsum_vjp(k, g, out, *ops, equation=""):
     shape = tuple(ops[k].shape)
     size = {c: shape[i] for i, c in enumerate(mine)}
     if len(keep) < len(uniq):
-        gk = _shape.reshape_p(gk, shape=tuple(size[c] if c in avail else 1 for c in uniq))
-        gk = _shape.expand_p(gk, shape=tuple(size[c] for c in uniq))
+        gk = reshape_p(gk, shape=tuple(size[c] if c in avail else 1 for c in uniq))
+        gk = expand_p(gk, shape=tuple(size[c] for c in uniq))
     elif keep != uniq:  # cannot happen (keep keeps uniq's order) but stay safe
         raise AssertionError(equation)
     if len(uniq) < len(mine):
@@ -293,7 +291,7 @@ inv_p.defvjp(lambda g, out, x: -(out.mT @ g @ out.mT))
 
 def _unsq2(a):
     s = tuple(a.shape)
-    return _shape.reshape_p(a, shape=s + (1, 1))
+    return reshape_p(a, shape=s + (1, 1))
 
 
 @primitive("det", save_inputs=True, save_output=True, torch_name="LinalgDetBackward0")
@@ -453,11 +451,11 @@ def _eigh_vjp(g, out, x, UPLO="L"):
     lam, v = out
     n = x.shape[-1]
     eye = np.eye(n, dtype=x.dtype)
-    row = _shape.reshape_p(lam, shape=tuple(x.shape[:-2]) + (1, n))
-    col = _shape.reshape_p(lam, shape=tuple(x.shape[:-2]) + (n, 1))
+    row = reshape_p(lam, shape=tuple(x.shape[:-2]) + (1, n))
+    col = reshape_p(lam, shape=tuple(x.shape[:-2]) + (n, 1))
     f = (1.0 - eye) / (row - col + eye)
     vtg = v.mT @ gv
-    inner = _shape.reshape_p(gl, shape=tuple(x.shape[:-2]) + (1, n)) * eye + f * (vtg - vtg.mT) * 0.5
+    inner = reshape_p(gl, shape=tuple(x.shape[:-2]) + (1, n)) * eye + f * (vtg - vtg.mT) * 0.5
     return v @ inner @ v.mT
 
 
@@ -489,14 +487,14 @@ def _svd_vjp(g, out, x, full_matrices=True):
         vh, gvh = vh[..., :k, :], gvh[..., :k, :]
     batch = tuple(x.shape[:-2])
     eye = np.eye(k, dtype=x.dtype)
-    s_row = _shape.reshape_p(s, shape=batch + (1, k))
-    s_col = _shape.reshape_p(s, shape=batch + (k, 1))
+    s_row = reshape_p(s, shape=batch + (1, k))
+    s_col = reshape_p(s, shape=batch + (k, 1))
     e = s_row * s_row - s_col * s_col + eye
     v, gv = vh.mT, gvh.mT
     utgu = u.mT @ gu
     vtgv = v.mT @ gv
     inner = ((utgu - utgu.mT) / e * s_row + s_col * ((vtgv - vtgv.mT) / e)
-             + _shape.reshape_p(gs, shape=batch + (1, k)) * eye)
+             + reshape_p(gs, shape=batch + (1, k)) * eye)
     ga = u @ inner @ vh
     if m > k:
         ga = ga + (gu - u @ (u.mT @ gu)) / s_row @ vh

@@ -1,7 +1,7 @@
 """Reductions: sum, mean, ... over ``dim`` (an int, a tuple, or all) with ``keepdim``.
 
-``sum_to_shape`` is the one helper that reverses broadcasting; the engine
-uses it to fit gradients of broadcasting primitives to their inputs.
+``sum_to_shape``, the one helper that reverses broadcasting (the engine fits
+gradients of broadcasting primitives with it), is in :mod:`.structural`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ from .. import dtypes as _dt
 from .._core.state import STATE
 from ..tensor import Tensor
 from . import elementwise as _ew
-from . import shape as _shape
 from ._util import quiet_primitives
 from .registry import primitive
-from .shape import expand_p, reshape_p
+from .structural import (  # noqa: F401  (sum_to_shape_p: ops/nn.py imports it from here)
+    cast_p,
+    expand_p,
+    permute_p,
+    reshape_p,
+    sum_to_shape_p,
+)
 
 
 def _keep_shape(shape, dims):
@@ -26,24 +31,6 @@ def _keep_shape(shape, dims):
     if dims is None:
         return (1,) * len(shape)
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
-
-
-@primitive("sum_to_shape", meta=True)
-def sum_to_shape_p(x, shape=()):
-    if x.shape == shape:
-        return x
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
-    r = x.sum(axis=axes, keepdims=True) if axes else x
-    return r.reshape(shape)
-
-
-def _sum_to_shape_vjp(g, out, x, shape=()):
-    return expand_p(g, shape=tuple(x.shape))
-
-
-sum_to_shape_p.defvjp(_sum_to_shape_vjp)
 
 
 # PyTorch: sum() is SumBackward0, sum(dim) SumBackward1 (likewise mean, prod)
@@ -125,7 +112,7 @@ def _keep(g, shape, dim, keepdim):
     """``g`` (a reduction's output gradient) reshaped to the keepdim shape."""
     if keepdim:
         return g
-    return _shape.reshape_p(g, shape=_keep_shape(shape, dim))
+    return reshape_p(g, shape=_keep_shape(shape, dim))
 
 
 def _count(shape, dim) -> int:
@@ -158,12 +145,12 @@ def _even_weights(x, val, dim):
     Built from (non-differentiable) primitives rather than NumPy on the data, so
     graph capture records the tie rule instead of baking one call's ties in.
     """
-    vk = val if dim is None else _shape.reshape_p(val, shape=_keep_shape(tuple(x.shape), dim))
+    vk = val if dim is None else reshape_p(val, shape=_keep_shape(tuple(x.shape), dim))
     mask = x == vk
     dt = _np_dtype(x)
     if dt.kind == "f":  # a NaN result came from the NaN entries
         mask = mask | (_ew.isnan_p(x) & _ew.isnan_p(vk))
-    m = _ew.cast_p(mask, dtype=dt)
+    m = cast_p(mask, dtype=dt)
     return m / sum_p(m, dim=dim, keepdim=True)
 
 
@@ -176,7 +163,7 @@ def _select_rule(g, out, x, dim=0, keepdim=False):
     shape = tuple(x.shape)
     idx = _keep(out[1], shape, (dim,), keepdim)
     ar = np.arange(shape[dim]).reshape((-1,) + (1,) * (len(shape) - dim - 1))
-    mask = _ew.cast_p(idx == ar, dtype=_np_dtype(x))
+    mask = cast_p(idx == ar, dtype=_np_dtype(x))
     return _keep(g[0], shape, (dim,), keepdim) * mask
 
 
@@ -217,16 +204,16 @@ def _prod_except(x, dim):
     dims = tuple(range(nd)) if dim is None else dim
     rest = tuple(i for i in range(nd) if i not in dims)
     perm = rest + dims
-    moved = x if perm == tuple(range(nd)) else _shape.permute_p(x, dims=perm)
+    moved = x if perm == tuple(range(nd)) else permute_p(x, dims=perm)
     lead = tuple(shape[i] for i in rest)
-    flat = _shape.reshape_p(moved, shape=lead + (_count(shape, dims),))
+    flat = reshape_p(moved, shape=lead + (_count(shape, dims),))
     ax = len(lead)
     left = shift_p(cumprod_p(flat, dim=ax), dim=ax, n=1, fill=1.0)
     right = shift_p(cumprod_p(flat, dim=ax, reverse=True), dim=ax, n=-1, fill=1.0)
-    res = _shape.reshape_p(left * right, shape=tuple(shape[i] for i in perm))
+    res = reshape_p(left * right, shape=tuple(shape[i] for i in perm))
     if perm == tuple(range(nd)):
         return res
-    return _shape.permute_p(res, dims=tuple(int(i) for i in np.argsort(perm)))
+    return permute_p(res, dims=tuple(int(i) for i in np.argsort(perm)))
 
 
 prod_p.defvjp(_prod_vjp)
@@ -651,7 +638,6 @@ def _defbatch_reduction():
         R[name].defbatch(b.shift_dim)
     R["median"].defbatch(fallback="the median of all elements: no per-member form with "
                                   "the same tie-breaking")
-    R["sum_to_shape"].defbatch(fallback=b.BACKWARD_ONLY)
 
 
 _defbatch_reduction()

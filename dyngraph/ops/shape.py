@@ -1,12 +1,12 @@
-"""Shape primitives: reshape/view, expand, permute/transpose, and friends.
+"""Shape primitives: cat/stack, split/unbind, flip, roll, repeat, pad, clone.
 
-Most of these are views in PyTorch and NumPy alike (``is_view=True``): the
-output shares memory with the input and its version counter.
+reshape/view, expand and permute/transpose are structural primitives (:mod:`.structural`,
+below every family).
 
 * ``squeeze``/``unsqueeze``/``flatten``/``unflatten``/``atleast_*d``/``meshgrid``
   are compositions of ``reshape``/``expand``/``permute``, so graph capture and
   ONNX export see one static-shape primitive; ``narrow``/``select`` are the
-  ``getitem`` view primitive of :mod:`.indexing`.
+  ``getitem`` view primitive of :mod:`.structural`.
 * ``view`` raises PyTorch's error when the strides do not allow a view (NumPy's
   no-copy reshape answers that question); ``reshape`` copies in that case.
 * ``split``/``chunk``/``tensor_split``/``unbind`` are one multi-output node each
@@ -21,64 +21,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import cast_p
+from .indexing import index_select_backward_p
+from .reduction import sum_p
 from .registry import bind, primitive
-
-
-# PyTorch names view/reshape/flatten nodes ViewBackward0 (the usual callers of this primitive)
-@primitive("reshape", meta=True, is_view=True, torch_name="ViewBackward0")
-def reshape_p(x, shape=()):
-    return x.reshape(shape)
-
-
-reshape_p.defvjp(lambda g, out, x, shape=(): reshape_p(g, shape=tuple(x.shape)))
-
-
-@primitive("expand", meta=True, is_view=True)
-def expand_p(x, shape=()):
-    return np.broadcast_to(x, shape)
-
-
-expand_p.defvjp(lambda g, out, x, shape=(): _sum_to(g, tuple(x.shape)))
-
-
-def _sum_to(g, shape):
-    from .reduction import sum_to_shape_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
-
-    return sum_to_shape_p(g, shape=shape)
-
-
-def _permute_name(params) -> str:
-    # a swap of two axes is what transpose/mT/swapaxes record (TransposeBackward0 in PyTorch);
-    # x.permute(1, 0, 2) also swaps two and is then named TransposeBackward0 here
-    dims = params.get("dims", ())
-    moved = sum(1 for i, d in enumerate(dims) if i != d)
-    return "TransposeBackward0" if moved == 2 else "PermuteBackward0"
-
-
-@primitive("permute", is_view=True, torch_name=_permute_name)
-def permute_p(x, dims=()):
-    return x.transpose(dims)
-
-
-permute_p.defvjp(lambda g, out, x, dims=(): permute_p(g, dims=tuple(int(i) for i in np.argsort(dims))))
-
+from .structural import cast_p, getitem_p, reshape_p
 
 # ---------------------------------------------------------------------------
 # views built on reshape / permute / getitem
 # ---------------------------------------------------------------------------
 
 
-_GETITEM_P = None
-
-
 def _getitem_p():
-    global _GETITEM_P
-    if _GETITEM_P is None:  # imported once: a function-level import costs ~1 us per rule call
-        from .indexing import getitem_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
-
-        _GETITEM_P = getitem_p
-    return _GETITEM_P
+    # the cat/stack rules slice their gradient with getitem (ops/structural.py)
+    return getitem_p
 
 
 # ---------------------------------------------------------------------------
@@ -122,7 +77,12 @@ def cat(tensors, dim=0):
 @primitive("stack", promote="same", meta=True)
 def stack_p(*xs, dim=0):
     """Stack same-shape arrays along a new dimension ``dim``."""
-    return np.stack(xs, axis=dim)
+    if dim < 0:
+        dim += xs[0].ndim + 1
+    # np.concatenate of views with the new axis: np.stack's argument checks (a Python
+    # function) cost about as much as the copy for the small inputs of dynamic models
+    idx = (slice(None),) * dim + (None,)
+    return np.concatenate([x[idx] for x in xs], axis=dim)
 
 
 def _stack_vjp(argnum, g, out, *xs, dim=0):
@@ -189,7 +149,6 @@ def repeat_p(x, repeats=()):
 
 
 def _repeat_vjp(g, out, x, repeats=()):
-    from .reduction import sum_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     xs = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
     inter = []
@@ -210,8 +169,6 @@ def repeat_interleave_p(x, repeats, dim=0):
 
 
 def _repeat_interleave_vjp(g, out, x, repeats, dim=0):
-    from .indexing import index_select_backward_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
-    from .reduction import sum_p  # noqa: PLC0415  (reduction and indexing import this module: expand/sum_to_shape and reshape/getitem are adjoint pairs)
 
     shape = tuple(x.shape)
     if isinstance(repeats, int):    # sum each run of `repeats` slices: a reshape and a sum
@@ -312,9 +269,6 @@ def _defbatch_shape():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
     from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
-    R["reshape"].defbatch(b.reshape_rule)
-    R["expand"].defbatch(b.expand_rule)
-    R["permute"].defbatch(b.permute_rule)
     R["cat"].defbatch(b.cat_rule)
     R["stack"].defbatch(b.stack_rule)
     R["split"].defbatch(b.shift_dim)

@@ -8,7 +8,6 @@ The primitives (im2col + GEMM forwards, their adjoint rules) are in
 
 from __future__ import annotations
 
-from ..ops._util import as_tensor_arg
 from ..ops.conv import (
     _conv_out,
     _prod,
@@ -19,6 +18,7 @@ from ..ops.conv import (
     unfold_p,
 )
 from ..ops.registry import bind
+from ._args import as_tensor_arg
 from .shape import reshape
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]

@@ -16,7 +16,6 @@ from .. import dtypes as _dt
 from .._core.state import concrete
 from ..backend import device as _device
 from ..dtypes import get_default_dtype
-from ..ops._util import as_tensor_arg, operand
 from ..ops.elementwise import (
     abs_p,
     acos_p,
@@ -33,7 +32,6 @@ from ..ops.elementwise import (
     bitwise_or_p,
     bitwise_right_shift_p,
     bitwise_xor_p,
-    cast_p,
     ceil_p,
     clamp_p,
     clamp_tensor_p,
@@ -111,7 +109,9 @@ from ..ops.elementwise import (
     xlogy_p,
 )
 from ..ops.registry import bind
+from ..ops.structural import cast_p
 from ..tensor import Tensor, parse_to_args
+from ._args import as_tensor_arg, operand
 from .indexing import nonzero
 from .inplace import apply_inplace
 

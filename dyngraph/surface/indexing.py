@@ -17,14 +17,11 @@ import numpy as np
 from .._core.graph import Meta, bump_version
 from .._core.state import STATE, concrete
 from ..creation import tensor as _tensor
-from ..ops._util import as_tensor_arg
 from ..ops.indexing import (
     TENSOR,
     _split,
-    _torch_msg,
     bincount_p,
     gather_p,
-    getitem_p,
     histc_p,
     index_add_p,
     index_copy_p,
@@ -42,7 +39,9 @@ from ..ops.indexing import (
 )
 from ..ops.reduction import count_nonzero_p as _count_nonzero_p
 from ..ops.registry import bind
+from ..ops.structural import _torch_msg, getitem_p
 from ..tensor import Tensor, _wrap_dim
+from ._args import as_tensor_arg
 from .inplace import _check_target, apply_inplace
 from .shape import expand
 

@@ -25,8 +25,8 @@ import numpy as np
 from .._core.graph import bump_version
 from .._core.state import STATE, note_inplace
 from ..backend import device_of, move_to
-from ..ops._util import operand
 from ..tensor import Tensor
+from ._args import operand
 
 
 def _check_target(self: Tensor, op: str) -> None:

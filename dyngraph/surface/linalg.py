@@ -17,8 +17,7 @@ import numpy as np
 
 from .._core.state import concrete
 from ..ops import elementwise as _ew
-from ..ops import shape as _shape
-from ..ops._util import as_tensor_arg
+from ..ops import structural as _st
 from ..ops.linalg import (
     _cname,
     cholesky_p,
@@ -41,6 +40,7 @@ from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _sew
 from . import reduction as _sred
 from . import shape as _sshape
+from ._args import as_tensor_arg
 from .inplace import apply_inplace
 
 __all__ = [
@@ -175,7 +175,7 @@ def outer(input, vec2):
     if input._data.ndim != 1 or vec2._data.ndim != 1:
         raise RuntimeError(f"outer: expected 1D vectors, but got {input._data.ndim}D and "
                            f"{vec2._data.ndim}D tensors")
-    return bind(_shape.reshape_p, (input,), {"shape": (input._data.shape[0], 1)}) * vec2
+    return bind(_st.reshape_p, (input,), {"shape": (input._data.shape[0], 1)}) * vec2
 
 
 ger = outer
@@ -256,13 +256,13 @@ def tensordot(a, b, dims=2):
     am = _permute_reshape(a, fa + da, (_prod_int(sa[i] for i in fa), k))
     bm = _permute_reshape(b, db + fb, (k, _prod_int(sb[j] for j in fb)))
     res = bind(matmul_p, (am, bm))
-    return bind(_shape.reshape_p, (res,), {"shape": tuple(sa[i] for i in fa) + tuple(sb[j] for j in fb)})
+    return bind(_st.reshape_p, (res,), {"shape": tuple(sa[i] for i in fa) + tuple(sb[j] for j in fb)})
 
 
 def _permute_reshape(t, perm, shape):
     if perm != list(range(len(perm))):
-        t = bind(_shape.permute_p, (t,), {"dims": tuple(perm)})
-    return bind(_shape.reshape_p, (t,), {"shape": shape})
+        t = bind(_st.permute_p, (t,), {"dims": tuple(perm)})
+    return bind(_st.reshape_p, (t,), {"shape": shape})
 
 
 def inner(input, other):
@@ -283,9 +283,9 @@ def kron(input, other):
     n = builtins.max(input._data.ndim, other._data.ndim)
     sa = (1,) * (n - input._data.ndim) + input._data.shape
     sb = (1,) * (n - other._data.ndim) + other._data.shape
-    a = bind(_shape.reshape_p, (input,), {"shape": tuple(x for s in sa for x in (s, 1))})
-    b = bind(_shape.reshape_p, (other,), {"shape": tuple(x for s in sb for x in (1, s))})
-    return bind(_shape.reshape_p, (a * b,), {"shape": tuple(p * q for p, q in zip(sa, sb, strict=True))})
+    a = bind(_st.reshape_p, (input,), {"shape": tuple(x for s in sa for x in (s, 1))})
+    b = bind(_st.reshape_p, (other,), {"shape": tuple(x for s in sb for x in (1, s))})
+    return bind(_st.reshape_p, (a * b,), {"shape": tuple(p * q for p, q in zip(sa, sb, strict=True))})
 
 
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
@@ -474,7 +474,7 @@ def einsum(equation: str, *operands):
     canon, targets = _parse_einsum(equation, [o._data.shape for o in ops])
     for i, (o, t) in enumerate(zip(ops, targets, strict=True)):
         if o._data.shape != t:
-            ops[i] = bind(_shape.expand_p, (o,), {"shape": t})
+            ops[i] = bind(_st.expand_p, (o,), {"shape": t})
     return bind(einsum_p, tuple(ops), {"equation": canon})
 
 
@@ -645,9 +645,9 @@ def solve(A, B, *, left: bool = True):
     if not left:
         return solve(A.mT, B.mT).mT
     if B._data.ndim == 1 or (B._data.ndim == A._data.ndim - 1 and B._data.shape == A._data.shape[:-1]):
-        col = bind(_shape.reshape_p, (B,), {"shape": B._data.shape + (1,)})
+        col = bind(_st.reshape_p, (B,), {"shape": B._data.shape + (1,)})
         x = bind(solve_p, (A, col))
-        return bind(_shape.reshape_p, (x,), {"shape": x._data.shape[:-1]})
+        return bind(_st.reshape_p, (x,), {"shape": x._data.shape[:-1]})
     return bind(solve_p, (A, B))
 
 

@@ -9,7 +9,6 @@ keeps its last entry, as the order of the sections below says.
 from __future__ import annotations
 
 from .. import creation as _cr
-from ..ops._util import install
 from . import elementwise as _ew
 from . import indexing as _idx
 from . import inplace as _ip
@@ -18,6 +17,7 @@ from . import nn as _nn
 from . import reduction as _red
 from . import shape as _shp
 from . import sorting as _srt
+from ._args import install
 
 METHODS: dict = {}
 

@@ -12,18 +12,18 @@ import warnings
 import numpy as np
 
 from .._core.graph import bump_version
-from ..ops._util import as_tensor_arg
 from ..ops.nn import (
     _raw,
     embedding_p,
     linear_p,
     log_softmax_p,
     nll_loss_p,
-    reshape_p,
     softmax_p,
 )
 from ..ops.registry import bind
+from ..ops.structural import reshape_p
 from ..tensor import Tensor, _wrap_dim
+from ._args import as_tensor_arg
 
 # Only names whose top-level PyTorch form has the same signature are exported as dg.*;
 # linear/embedding/nll_loss are reached through dg.nn.functional.

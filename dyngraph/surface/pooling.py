@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops._util import as_tensor_arg
 from ..ops.conv import (
     _prod,
     _size,
@@ -24,6 +23,7 @@ from ..ops.pooling import (
 )
 from ..ops.registry import bind
 from ..tensor import Tensor
+from ._args import as_tensor_arg
 from .conv import (
     _batchify,
     _check_float,

@@ -15,8 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import return_types as _rt
 from ..ops import elementwise as _ew
-from ..ops import shape as _shape
-from ..ops._util import as_tensor_arg, normalize_dims
+from ..ops import structural as _st
 from ..ops.reduction import (
     all_p,
     amax_p,
@@ -39,14 +38,15 @@ from ..ops.reduction import (
     prod_p,
     std_p,
     sum_p,
-    sum_to_shape_p,
     var_p,
     vector_norm_p,
 )
 from ..ops.registry import bind
+from ..ops.structural import sum_to_shape_p
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _sew
 from . import shape as _sshape
+from ._args import as_tensor_arg, normalize_dims
 
 __all__ = [
     "sum", "mean", "sum_to_shape", "prod", "cumsum", "cumprod", "amax", "amin", "max", "min",
@@ -165,8 +165,8 @@ def cumprod(input, dim=None, *, dtype=None):
 def _scan(prim, input, d):
     if input._data.ndim:
         return bind(prim, (input,), {"dim": d})
-    one = bind(_shape.reshape_p, (input,), {"shape": (1,)})
-    return bind(_shape.reshape_p, (bind(prim, (one,), {"dim": 0}),), {"shape": ()})
+    one = bind(_st.reshape_p, (input,), {"shape": (1,)})
+    return bind(_st.reshape_p, (bind(prim, (one,), {"dim": 0}),), {"shape": ()})
 
 
 def _amaxmin(prim, input, dim, keepdim, op):
@@ -208,7 +208,7 @@ def _maxmin(name, all_prim, dim_prim, binary, rt, input, dim, keepdim, other):
         return bind(all_prim, (input,))
     d = _wrap_dim(int(dim), input._data.ndim, name)
     if input._data.ndim == 0:
-        v = bind(_shape.reshape_p, (input,), {"shape": ()})
+        v = bind(_st.reshape_p, (input,), {"shape": ()})
         return rt(v, Tensor._make(np.zeros((), np.int64), False, None, 0))
     return rt(*bind(dim_prim, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
@@ -260,9 +260,9 @@ def _cum_ext(prim, rt, input, dim, op):
     input = as_tensor_arg(input, op)
     d = _wrap_dim(int(dim), input._data.ndim, op)
     if input._data.ndim == 0:
-        one = bind(_shape.reshape_p, (input,), {"shape": (1,)})
+        one = bind(_st.reshape_p, (input,), {"shape": (1,)})
         v, i = bind(prim, (one,), {"dim": 0})
-        return rt(bind(_shape.reshape_p, (v,), {"shape": ()}), Tensor._make(np.zeros((), np.int64), False, None, 0))
+        return rt(bind(_st.reshape_p, (v,), {"shape": ()}), Tensor._make(np.zeros((), np.int64), False, None, 0))
     return rt(*bind(prim, (input,), {"dim": d}))
 
 
@@ -291,7 +291,7 @@ def median(input, dim=None, keepdim: bool = False):
         return bind(median_p, (input,))
     d = _wrap_dim(int(dim), input._data.ndim, "median")
     if input._data.ndim == 0:
-        return _rt.median(bind(_shape.reshape_p, (input,), {"shape": ()}),
+        return _rt.median(bind(_st.reshape_p, (input,), {"shape": ()}),
                           Tensor._make(np.zeros((), np.int64), False, None, 0))
     return _rt.median(*bind(median_dim_p, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 

@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from ..ops._util import as_tensor_arg
 from ..ops.conv import (
     _size,
 )
@@ -19,6 +18,7 @@ from ..ops.resampling import (
     upsample_nearest_p,
 )
 from ..tensor import Tensor
+from ._args import as_tensor_arg
 from .conv import (
     _check_float,
     _tuple,

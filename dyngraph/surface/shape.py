@@ -15,26 +15,23 @@ from .. import dtypes as _dt
 from .._core.graph import bump_version
 from .._core.state import STATE, concrete
 from ..creation import from_numpy, zeros
-from ..ops._util import normalize_dims
 from ..ops.registry import _mark_view, bind
 from ..ops.shape import (
-    _getitem_p,
     cat_p,
     clone_p,
-    expand_p,
     flip_p,
     pad_p,
-    permute_p,
     repeat_interleave_p,
     repeat_p,
-    reshape_p,
     roll_p,
     split_p,
     stack_p,
     unbind_p,
 )
+from ..ops.structural import expand_p, getitem_p, permute_p, reshape_p
 from ..size import Size
 from ..tensor import Tensor, _wrap_dim
+from ._args import normalize_dims
 from .inplace import _check_target
 
 __all__ = [
@@ -308,7 +305,7 @@ def narrow(input, dim: int, start, length: int):
         start += n
     if length < 0 or start + length > n:
         raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return bind(_getitem_p(), (input,), {"index": ((None, None, None),) * d + ((start, start + length, None),)})
+    return bind(getitem_p, (input,), {"index": ((None, None, None),) * d + ((start, start + length, None),)})
 
 
 def select(input, dim: int, index: int):
@@ -321,7 +318,7 @@ def select(input, dim: int, index: int):
     if not -shape[d] <= index < shape[d]:
         raise IndexError(
             f"select(): index {index} out of range for tensor of size {list(shape)} at dimension {d}")
-    return bind(_getitem_p(), (input,), {"index": ((None, None, None),) * d + (index,)})
+    return bind(getitem_p, (input,), {"index": ((None, None, None),) * d + (index,)})
 
 
 def atleast_1d(*tensors):
@@ -390,6 +387,9 @@ def meshgrid(*tensors, indexing: str | None = None):
     return tuple(out)
 
 
+_SEQ = (list, tuple)  # exact types of the argument the one-pass cat/stack checks accept
+
+
 def _tensor_list(tensors, op):
     if isinstance(tensors, Tensor):
         raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not Tensor")
@@ -412,6 +412,24 @@ def cat(tensors, dim: int = 0, *, axis=None):
     """
     if axis is not None:
         dim = axis
+    if type(tensors) in _SEQ and len(tensors) > 1 and type(dim) is int:
+        # One pass for the common case (Tensors of one rank, equal sizes off ``dim``, no
+        # legacy empty 1-D input); anything else takes the checks below and their errors.
+        ref = tensors[0]
+        if isinstance(ref, Tensor):
+            s0 = ref._data.shape
+            nd = len(s0)
+            if nd and -nd <= dim < nd:
+                d = dim + nd if dim < 0 else dim
+                head, tail = s0[:d], s0[d + 1:]
+                for x in tensors:
+                    if not isinstance(x, Tensor):
+                        break
+                    s = x._data.shape
+                    if len(s) != nd or s[:d] != head or s[d + 1:] != tail or s == (0,):
+                        break
+                else:
+                    return bind(cat_p, tuple(tensors), {"dim": d})
     tensors = _tensor_list(tensors, "cat")
     # legacy: 1-D empty tensors are skipped when concatenating other shapes
     full = [x for x in tensors if not (x._data.ndim == 1 and x._data.shape[0] == 0)]
@@ -451,6 +469,18 @@ def stack(tensors, dim: int = 0):
     >>> dg.stack([dg.zeros(3), dg.ones(3)], dim=1).shape
     dyngraph.Size([3, 2])
     """
+    if type(tensors) in _SEQ and tensors and type(dim) is int:
+        # one pass for the common case (Tensors of one shape); else the checks below
+        ref = tensors[0]
+        if isinstance(ref, Tensor):
+            s0 = ref._data.shape
+            nd = len(s0) + 1
+            if -nd <= dim < nd:
+                for x in tensors:
+                    if not isinstance(x, Tensor) or x._data.shape != s0:
+                        break
+                else:
+                    return bind(stack_p, tuple(tensors), {"dim": dim + nd if dim < 0 else dim})
     tensors = _tensor_list(tensors, "stack")
     ref = tensors[0]._data.shape
     for k, x in enumerate(tensors):

@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import return_types as _rt
 from ..creation import from_numpy
-from ..ops._util import as_tensor_arg
 from ..ops.registry import bind
 from ..ops.sorting import (
     kthvalue_p,
@@ -24,6 +23,7 @@ from ..ops.sorting import (
     unique_p,
 )
 from ..tensor import Tensor, _wrap_dim
+from ._args import as_tensor_arg
 from .elementwise import where
 from .indexing import (
     concrete,
