@@ -217,7 +217,10 @@ def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_b
         np.add.at(out, flat, gf)
     if padding_idx >= 0:
         out[padding_idx] = 0
-    return out.reshape((num_weights,) + g.shape[indices.ndim:])
+    shape = (num_weights,) + g.shape[indices.ndim:]
+    # the array itself when its shape is already right: a reshape is a view, and the engine
+    # must then copy this (often multi-MB) table into the leaf's .grad instead of keeping it
+    return out if out.shape == shape else out.reshape(shape)
 
 
 def _keep_rows(indices, padding_idx, scale_grad_by_freq, num_weights, dtype, ndim_row):
