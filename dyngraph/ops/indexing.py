@@ -39,7 +39,16 @@ from .. import dtypes as _dt
 from ..tensor import Tensor
 from .reduction import sum_p
 from .registry import primitive
-from .structural import _torch_msg, _zeros, getitem_backward_p, reshape_p, sum_to_shape_p
+from .structural import (
+    _along,
+    _as1d,
+    _torch_msg,
+    _zeros,
+    gather_p,
+    getitem_backward_p,
+    reshape_p,
+    sum_to_shape_p,
+)
 
 TENSOR = "tensor"  # placeholder in an index spec: the next index tensor input
 
@@ -195,50 +204,8 @@ index_put_p.defvjp_argnum(_index_put_vjp)
 
 
 # ---------------------------------------------------------------------------
-# gather / scatter along a dimension
+# scatter along a dimension (gather is in ops/structural.py)
 # ---------------------------------------------------------------------------
-
-def _along(index, dim):
-    """An advanced index that picks ``index`` along ``dim`` and the identity elsewhere."""
-    nd = index.ndim
-    out = []
-    for d in range(nd):
-        if d == dim:
-            out.append(index)
-        else:
-            shape = [1] * nd
-            shape[d] = index.shape[d]
-            out.append(np.arange(index.shape[d]).reshape(shape))
-    return tuple(out)
-
-
-def _as1d(x, index):
-    return (x.reshape(1) if x.ndim == 0 else x), (index.reshape(1) if index.ndim == 0 else index)
-
-
-@primitive("gather", save_inputs=True, nondiff_argnums=(1,))
-def gather_p(x, index, dim=0):
-    x1, i1 = _as1d(x, index)
-    try:
-        out = x1[_along(i1, dim)]
-    except IndexError as exc:
-        raise IndexError(_torch_msg(exc)) from None
-    return out.reshape(index.shape)
-
-
-@primitive("gather_backward", save_inputs=True, nondiff_argnums=(1,))
-def gather_backward_p(g, index, shape=(), dim=0):
-    """Zeros of ``shape`` with ``g`` scatter-added along ``dim`` (the vjp of gather)."""
-    z = _zeros(g, shape)
-    z1, i1 = _as1d(z, index)
-    np.add.at(z1, _along(i1, dim), g.reshape(i1.shape))
-    return z
-
-
-gather_p.defvjp(lambda g, out, x, index, dim=0: gather_backward_p(g, index, shape=tuple(x.shape), dim=dim),
-                None)
-gather_backward_p.defvjp(lambda g, out, gx, index, shape=(), dim=0: gather_p(g, index, dim=dim), None)
-
 
 def _src_block(src, index):
     if not hasattr(src, "ndim") or src.ndim == 0:
@@ -545,7 +512,7 @@ def _defbatch_indexing():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
     from .registry import REGISTRY as R  # noqa: PLC0415  (as above)
 
-    for name in ("gather", "scatter", "scatter_add", "scatter_reduce"):
+    for name in ("scatter", "scatter_add", "scatter_reduce"):
         R[name].defbatch(b.gather_like)
     R["index_select"].defbatch(b.index_select_rule)
     for name in ("index_add", "index_copy", "index_fill"):
@@ -554,7 +521,7 @@ def _defbatch_indexing():
     R["index"].defbatch(b.index_rule, eager_if=b.bool_index_shape)
     R["index_put"].defbatch(fallback="advanced indexing with per-member index tensors")
     R["isin"].defbatch(fallback="per-member test sets")
-    for name in ("index_backward", "gather_backward", "index_select_backward"):
+    for name in ("index_backward", "index_select_backward"):
         R[name].defbatch(fallback=b.BACKWARD_ONLY)
     for name in ("nonzero", "bincount", "one_hot", "histc"):
         R[name].defbatch(eager="the output shape (or range) depends on the values")

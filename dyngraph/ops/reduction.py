@@ -20,6 +20,7 @@ from .registry import primitive
 from .structural import (  # noqa: F401  (sum_to_shape_p: ops/nn.py imports it from here)
     cast_p,
     expand_p,
+    gather_backward_p,
     permute_p,
     reshape_p,
     sum_to_shape_p,
@@ -387,8 +388,6 @@ def _cum_ext_impl(acc, name):
 
 
 def _cum_ext_vjp(g, out, x, dim=0):
-    from .indexing import gather_backward_p  # noqa: PLC0415  (indexing imports this module; max/min rules scatter through gather_backward)
-
     return gather_backward_p(g[0], out[1], shape=tuple(x.shape), dim=dim)
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .indexing import _x1, gather_backward_p
+from .indexing import _x1
 from .registry import primitive
+from .structural import gather_backward_p
 
 
 def _argsort_np(x, dim, descending, stable):

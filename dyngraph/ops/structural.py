@@ -1,6 +1,7 @@
-"""Structural primitives: reshape, expand, permute, sum_to_shape, cast, getitem.
+"""Structural primitives: reshape, expand, permute, sum_to_shape, cast, getitem, gather.
 
-They are each other's adjoints (expand <-> sum_to_shape, getitem <-> getitem_backward;
+They are each other's adjoints (expand <-> sum_to_shape, getitem <-> getitem_backward,
+gather <-> gather_backward;
 reshape, permute and cast are their own), and every other family's rules use them, so
 they sit at the bottom of ``ops/``: this module imports no other primitive family (an
 import-linter contract in ``pyproject.toml``) and every family imports it at the top.
@@ -190,6 +191,52 @@ getitem_p.defvjp(lambda g, out, x, index=(): getitem_backward_p(g, shape=tuple(x
 getitem_backward_p.defvjp(lambda g, out, gx, shape=(), index=(): getitem_p(g, index=index))
 
 
+# ---------------------------------------------------------------------------
+# gather along a dimension (its adjoint scatters: reduction, sorting and indexing rules use it)
+# ---------------------------------------------------------------------------
+
+def _along(index, dim):
+    """An advanced index that picks ``index`` along ``dim`` and the identity elsewhere."""
+    nd = index.ndim
+    out = []
+    for d in range(nd):
+        if d == dim:
+            out.append(index)
+        else:
+            shape = [1] * nd
+            shape[d] = index.shape[d]
+            out.append(np.arange(index.shape[d]).reshape(shape))
+    return tuple(out)
+
+
+def _as1d(x, index):
+    return (x.reshape(1) if x.ndim == 0 else x), (index.reshape(1) if index.ndim == 0 else index)
+
+
+@primitive("gather", save_inputs=True, nondiff_argnums=(1,))
+def gather_p(x, index, dim=0):
+    x1, i1 = _as1d(x, index)
+    try:
+        out = x1[_along(i1, dim)]
+    except IndexError as exc:
+        raise IndexError(_torch_msg(exc)) from None
+    return out.reshape(index.shape)
+
+
+@primitive("gather_backward", save_inputs=True, nondiff_argnums=(1,))
+def gather_backward_p(g, index, shape=(), dim=0):
+    """Zeros of ``shape`` with ``g`` scatter-added along ``dim`` (the vjp of gather)."""
+    z = _zeros(g, shape)
+    z1, i1 = _as1d(z, index)
+    np.add.at(z1, _along(i1, dim), g.reshape(i1.shape))
+    return z
+
+
+gather_p.defvjp(lambda g, out, x, index, dim=0: gather_backward_p(g, index, shape=tuple(x.shape), dim=dim),
+                None)
+gather_backward_p.defvjp(lambda g, out, gx, index, shape=(), dim=0: gather_p(g, index, dim=dim), None)
+
+
 # A cast to float16 can overflow to inf: silent, as in PyTorch (see ops/_util.py:quiet_fp).
 quiet_primitives(cast_p)
 
@@ -205,6 +252,8 @@ def _defbatch_structural():
     R["cast"].defbatch(b.elementwise)
     R["getitem"].defbatch(b.getitem_rule)
     R["getitem_backward"].defbatch(fallback=b.BACKWARD_ONLY)
+    R["gather"].defbatch(b.gather_like)
+    R["gather_backward"].defbatch(fallback=b.BACKWARD_ONLY)
 
 
 _defbatch_structural()

@@ -21,7 +21,6 @@ from ..ops.indexing import (
     TENSOR,
     _split,
     bincount_p,
-    gather_p,
     histc_p,
     index_add_p,
     index_copy_p,
@@ -39,7 +38,7 @@ from ..ops.indexing import (
 )
 from ..ops.reduction import count_nonzero_p as _count_nonzero_p
 from ..ops.registry import bind
-from ..ops.structural import _torch_msg, getitem_p
+from ..ops.structural import _torch_msg, gather_p, getitem_p
 from ..tensor import Tensor, _wrap_dim
 from ._args import as_tensor_arg
 from .inplace import _check_target, apply_inplace
