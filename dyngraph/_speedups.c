@@ -477,6 +477,17 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             if (Py_TYPE(d) != ArrayType) SLOW();
             datas[i] = d;
             if (TRUTHY(SLOT(a, t_rg))) need = 1;
+            /* bfloat16 (ml_dtypes, kind 'V') computes in float32: registry._run_bf16 */
+            if (!is_view) {
+                PyObject *ddt = PyObject_GetAttr(d, s_dtype);
+                if (ddt == NULL) {
+                    Py_XDECREF(empty_params);
+                    return NULL;
+                }
+                char dk = dtype_kind(ddt);
+                Py_DECREF(ddt);
+                if (dk == 'V') SLOW();
+            }
         } else if (PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
             datas[i] = a;
         } else if (a == Py_None) {   /* an optional input left out (nll_loss's weight) */

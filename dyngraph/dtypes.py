@@ -136,12 +136,20 @@ def default_float_np() -> np.dtype:
 
 
 def is_floating_point_dtype(np_dtype) -> _builtin_bool:
+    """Whether a NumPy dtype is floating point: the one place that decides it.
+
+    NumPy's kind ``"f"``, plus ml_dtypes' bfloat16 (kind ``"V"``, and
+    ``np.issubdtype(bfloat16, np.floating)`` is False), which PyTorch treats
+    as a float like any other.  Test floatness with this, never with ``.kind``:
+
+    >>> is_floating_point_dtype(bfloat16.np), is_floating_point_dtype(np.dtype("int64"))
+    (True, False)
+    """
     return np_dtype.kind == "f" or np_dtype == _BF16
 
 
 def _category(np_dtype) -> _builtin_int:
-    k = np_dtype.kind
-    return 2 if k == "f" or np_dtype == _BF16 else (0 if k == "b" else 1)
+    return 2 if is_floating_point_dtype(np_dtype) else (0 if np_dtype.kind == "b" else 1)
 
 
 def promote_types(a, b) -> dtype:

@@ -128,7 +128,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         # the SVD, as in PyTorch)
         if dtype is not None:
             A = A.to(dtype)
-        if A._data.dtype.kind != "f":
+        if not _dt.is_floating_point_dtype(A._data.dtype):
             raise RuntimeError("linalg.matrix_norm: Expected a floating point or complex tensor as "
                                f"input. Got {A.dtype}")
         sv = _lin.svdvals(A.movedim((d0, d1), (-2, -1)))
@@ -141,7 +141,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if dtype is not None:
         A = A.to(dtype)
-    if A._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(A._data.dtype):
         raise RuntimeError("linalg.matrix_norm: Expected a floating point or complex tensor as "
                            f"input. Got {A.dtype}")
     # ord=+-1: max/min column sum; ord=+-inf: max/min row sum

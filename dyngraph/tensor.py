@@ -79,7 +79,7 @@ class Tensor:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables; to use a "
                 "non-leaf tensor without gradients, call .detach() on it")
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and not _dt.is_floating_point_dtype(self._data.dtype):
             raise RuntimeError(
                 f"only tensors of floating point dtype can require gradients; this tensor "
                 f"is {self.dtype} (shape {list(self.shape)}): convert it with .float() first")

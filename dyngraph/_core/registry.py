@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import dtypes as _dt
+from ..dtypes import is_floating_point_dtype as _is_float
 from ..tensor import Tensor
 from .graph import Meta, Node, capture_stack, default_node_name
 from .state import STATE
@@ -233,16 +234,52 @@ def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
         # fast exits: one floating input, or two arrays of one dtype
         if len(datas) == 1:
             d = datas[0].dtype
-            if d.kind != "f" and (promote == "float" or d.kind == "b" and prim.name == "neg"):
+            if d.kind != "f" and (promote == "float" and not _is_float(d)
+                                  or d.kind == "b" and prim.name == "neg"):
                 datas = promote_arrays(prim, datas)
         elif len(datas) != 2 or prim.promote_from or type(datas[0]) is not type(datas[1]) \
-                or datas[0].dtype is not datas[1].dtype or (promote == "float" and datas[0].dtype.kind != "f"):
+                or datas[0].dtype is not datas[1].dtype \
+                or (promote == "float" and not _is_float(datas[0].dtype)):
             datas = promote_arrays(prim, datas)
+    if not prim.is_view:
+        for d in datas:
+            if type(d) is np.ndarray and d.dtype.kind == "V" and d.dtype == _BF16:
+                datas, out = _run_bf16(prim, args, datas, params)
+                return _finish(prim, args, datas, params, out, need)
     try:
         out = prim.impl(*datas, **params) if params else prim.impl(*datas)
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(prim, args, params, exc) from exc
     return _finish(prim, args, datas, params, out, need)
+
+
+_BF16 = _dt.bfloat16.np
+_F32 = np.dtype(np.float32)
+
+
+def _run_bf16(prim: Primitive, args: tuple, datas: list, params: dict):
+    """Run ``prim`` on bfloat16 operands the way PyTorch's CPU kernels do: in float32.
+
+    NumPy has no bfloat16 kernels (ml_dtypes' loops round every partial sum, and it has no
+    matmul), so bfloat16 arrays are widened to float32 (exact), the forward runs there and
+    each float32 result is rounded back to bfloat16 once.  The widened arrays are returned
+    as the ``datas`` the node saves, so backward rules also compute in float32; the leaves
+    cast their gradients back to bfloat16.  An explicit ``dtype=`` parameter
+    (``sum(x, dtype=float32)``) keeps its result dtype.  The C accelerator sends every
+    bfloat16 call here (it only takes float kind ``'f'`` arrays).
+    """
+    datas = [d.astype(_F32) if type(d) is np.ndarray and d.dtype == _BF16 else d for d in datas]
+    try:
+        out = prim.impl(*datas, **params) if params else prim.impl(*datas)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, args, params, exc) from exc
+    if params.get("dtype") is None:
+        if prim.n_outputs == 1:
+            if getattr(out, "dtype", None) == _F32:
+                out = np.asarray(out).astype(_BF16)
+        else:
+            out = tuple(o.astype(_BF16) if getattr(o, "dtype", None) == _F32 else o for o in out)
+    return datas, out
 
 
 def _finish(prim: Primitive, args: tuple, datas: list, params: dict, out, need: bool):
@@ -384,7 +421,7 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
     if prim.n_outputs == 1:
         if type(out) is not np.ndarray:
             out = _as_array(out)
-        floating = out.dtype.kind == "f"
+        floating = _is_float(out.dtype)
         t = _new(Tensor)
         t._data = out
         t._rg = floating
@@ -406,7 +443,7 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
     if prim.save_output:
         node.out = outs
     result = tuple(
-        Tensor._make(o, o.dtype.kind == "f", node if o.dtype.kind == "f" else None, i)
+        Tensor._make(o, _is_float(o.dtype), node if _is_float(o.dtype) else None, i)
         for i, o in enumerate(outs))
     return result
 
@@ -418,28 +455,28 @@ def promote_arrays(prim: Primitive, datas: list) -> list:
     if len(ops) == 2:
         a, b = ops
         if type(a) is np.ndarray and type(b) is np.ndarray:
-            if a.dtype is b.dtype and (prim.promote == "same" or a.dtype.kind == "f"):
+            if a.dtype is b.dtype and (prim.promote == "same" or _is_float(a.dtype)):
                 return datas
         elif type(a) is np.ndarray and type(b) is float:
-            if a.dtype.kind == "f":
+            if _is_float(a.dtype):
                 return datas
         elif type(b) is np.ndarray and type(a) is float:
-            if b.dtype.kind == "f":
+            if _is_float(b.dtype):
                 return datas
         elif type(a) is np.ndarray and type(b) is int:
             # a Python int is weak: integer arrays keep their dtype under "same" (``i + 64``)
-            if a.dtype.kind == "f" or (a.dtype.kind in "iu" and prim.promote == "same"):
+            if _is_float(a.dtype) or (a.dtype.kind in "iu" and prim.promote == "same"):
                 return datas
     elif len(ops) == 1:
         a = ops[0]
-        if prim.promote == "same" or getattr(a, "dtype", None) is None or a.dtype.kind == "f":
+        if prim.promote == "same" or getattr(a, "dtype", None) is None or _is_float(a.dtype):
             if getattr(a, "dtype", None) is not None:
                 return datas
     arrays = [o for o in ops if hasattr(o, "dtype") and not isinstance(o, np.generic)]
     scalars = [o for o in ops if not (hasattr(o, "dtype") and not isinstance(o, np.generic))]
     scalars = [o.item() if isinstance(o, np.generic) else o for o in scalars]
     target = _dt.result_np_dtype(arrays, scalars)
-    if prim.promote == "float" and target.kind != "f":
+    if prim.promote == "float" and not _is_float(target):
         target = _dt.default_float_np()
     out = list(datas[:start])
     for o in ops:

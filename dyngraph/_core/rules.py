@@ -18,6 +18,7 @@ the same way everywhere.
 
 from __future__ import annotations
 
+from ..dtypes import is_floating_point_dtype
 from .graph import Meta
 from .registry import REGISTRY, missing_rule
 
@@ -60,6 +61,6 @@ def fit(g, shape, dtype):
     if tuple(g.shape) != shape:
         g = REGISTRY["sum_to_shape"](g, shape=shape)
     gd = _data(g).dtype
-    if gd != dtype and dtype.kind == "f":
+    if gd != dtype and is_floating_point_dtype(dtype):
         g = REGISTRY["cast"](g, dtype=dtype) if hasattr(g, "_data") else g.astype(dtype)
     return g

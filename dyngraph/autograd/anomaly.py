@@ -13,6 +13,7 @@ import traceback
 import numpy as np
 
 from .._core.graph import capture_stack  # noqa: F401  (re-exported: the node-creation stack)
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from .grad_mode import STATE
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
@@ -38,7 +39,7 @@ def check_grads(node, grads) -> None:
         if g is None:
             continue
         arr = g._data if hasattr(g, "_data") else g
-        if arr.dtype.kind != "f":
+        if not _is_float_dtype(arr.dtype):
             continue
         bad = np.isnan(arr).any()
         what = "nan"

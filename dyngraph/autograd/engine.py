@@ -25,6 +25,7 @@ from .._core.graph import FREED, Node, bump_version
 from .._core.registry import _as_array
 from .._core.rules import fit, missing_rule, node_rule_inputs
 from .._core.state import STATE, set_grad
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..tensor import Tensor
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
@@ -547,7 +548,7 @@ def _apply_rules(node, prim, saved, g, create_graph):
             if node.n_out == 1:
                 out = Tensor._make(out, True, node, 0)
             else:
-                out = tuple(Tensor._make(o, o.dtype.kind == "f", node, i) for i, o in enumerate(out))
+                out = tuple(Tensor._make(o, _is_float_dtype(o.dtype), node, i) for i, o in enumerate(out))
     params = node.params
     rules = prim.vjp_rules
     meta = node.in_meta if prim.broadcasts else None

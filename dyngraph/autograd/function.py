@@ -37,6 +37,7 @@ import numpy as np
 
 from .._core.graph import bump_version
 from .._core.rules import fit
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..tensor import Tensor
 from .anomaly import capture_stack
 from .grad_mode import STATE
@@ -275,7 +276,7 @@ def _apply(cls, args, kwargs):
                 vc = o._vc = [0]
             alias._vc = vc
             o = alias
-        if id(outs[i]) not in nondiff and o._data.dtype.kind == "f":
+        if id(outs[i]) not in nondiff and _is_float_dtype(o._data.dtype):
             o._rg = True
             o._fn = node
             o._nr = i
@@ -409,7 +410,7 @@ def once_differentiable(backward):
                        for g in grad_outputs if isinstance(g, Tensor) and g._rg)
         wrapped = []
         for r in res:
-            if isinstance(r, Tensor) and r._data.dtype.kind == "f":
+            if isinstance(r, Tensor) and _is_float_dtype(r._data.dtype):
                 err = Node(_DelayedError(ctx._fn_name), {}, edges)
                 r = Tensor._make(r._data, True, err, 0)
             wrapped.append(r)

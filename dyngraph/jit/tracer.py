@@ -36,6 +36,7 @@ from .._core.graph import version
 from .._core.interpreter import Interpreter, interpreting
 from .._core.state import STATE
 from ..autograd.graph import Node as _ANode
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..ops.registry import REGISTRY, eager, promote_arrays
 from ..random import default_generator
 from ..tensor import Tensor
@@ -253,7 +254,7 @@ class Tracer(Interpreter):
                         continue
                     if isinstance(p, np.ndarray) and type(ir_args[i]) is Var and isinstance(d, np.ndarray):
                         vid = self._new(p.shape, p.dtype)
-                        rg = arg_rg[i] and p.dtype.kind == "f"
+                        rg = arg_rg[i] and _is_float_dtype(p.dtype)
                         self.graph.nodes.append(Node("cast", (ir_args[i],), {"dtype": p.dtype}, (vid,),
                                                      out_rg=(rg,), arg_rg=(arg_rg[i],)))
                         ct = Tensor._make(p, rg, None, 0)
@@ -643,7 +644,7 @@ def _finish(tr: Tracer, cap: Capture, result, leaves, build_backward, fn):
     # the backward program: differentiate the outputs w.r.t. inputs and captures
     cap.out_rg = [False] * len(outs)
     if build_backward and STATE.grad_enabled and not has_effects:
-        diff = [i for i, t in enumerate(outs) if t._rg and t._data.dtype.kind == "f"]
+        diff = [i for i, t in enumerate(outs) if t._rg and _is_float_dtype(t._data.dtype)]
         sources = []
         for i, t in enumerate(leaves):
             if t._rg:

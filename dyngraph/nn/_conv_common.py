@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..tensor import Tensor
 
 
@@ -17,7 +18,7 @@ def check_spatial_input(layer, x, nd: int, channels: int | None = None) -> None:
         raise RuntimeError(
             f"{name}: expected a {nd + 2}-D input (N, {dims}) or a {nd + 1}-D unbatched input "
             f"({dims}), got a {x._data.ndim}-D input of shape {shape}")
-    if x._data.dtype.kind != "f":
+    if not _is_float_dtype(x._data.dtype):
         raise RuntimeError(
             f"{name}: expected a floating-point input, got dtype {str(x.dtype).replace('dyngraph.', '')} "
             f"(shape {shape}); convert it with .float()")

@@ -45,7 +45,7 @@ def check_input(x) -> None:
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"expected a dyngraph Tensor as input, got {type(x).__name__}")
-    if x._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(x._data.dtype):
         raise RuntimeError(
             f"expected a floating-point input, got {x.dtype} of shape {list(x.shape)}; convert "
             "it with .float() (or .double() for a float64 model)")

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..surface import elementwise as E
 from ..surface._args import as_tensor_arg
 from ..surface.reduction import sum as _sum
@@ -21,7 +22,7 @@ def as_tensor(x, op: str) -> Tensor:
 
 def require_float(x: Tensor, op: str) -> None:
     """Raise a loud error for integer/bool inputs where floats are needed."""
-    if x._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(x._data.dtype):
         raise RuntimeError(
             f"{op}: expected a floating-point input, got {x.dtype} (shape {list(x.shape)}); "
             "convert it with .float()")

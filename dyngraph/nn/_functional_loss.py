@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from .. import dtypes as _dt
 from .._core.state import STATE, concrete
 from ..ops.nn import log_softmax_p, nll_loss_p
 from ..ops.registry import bind
@@ -159,7 +160,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         # all in range), run eagerly: the checks below would accept it, and they cost more
         # than the two fused primitives themselves (issue 13), so test just that and bind.
         shape, tshape = input._data.shape, target._data.shape
-        if len(shape) == 2 and target._data.dtype == _INT64 and input._data.dtype.kind == "f" \
+        if len(shape) == 2 and target._data.dtype == _INT64 \
+                and _dt.is_floating_point_dtype(input._data.dtype) \
                 and tshape == shape[:1] and shape[0]:
             td = concrete(target, "cross_entropy: target classes in range")
             if shape[0] == 1:
@@ -184,7 +186,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     # Two fused primitives, log_softmax and nll_loss.  (A single cross_entropy primitive
     # was measured no faster: docs/nn.md.)
     logp = log_softmax(input, cdim)
-    if target._data.dtype.kind == "f":
+    if _dt.is_floating_point_dtype(target._data.dtype):
         return _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c,
                                     cdim)
     nll = nll_loss_nd(logp, target, weight, reduction, ignore_index, "cross_entropy")

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import dtypes
 from .._core.state import concrete
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..surface.linalg import matmul
 from ..surface.nn import linear, softmax
 from ..surface.reduction import mean
@@ -46,7 +47,7 @@ def _mask_to_additive(mask: Tensor, dtype, keep_is_true: bool, op: str) -> Tenso
         m = concrete(mask, f"{op}: a bool mask becomes an additive mask")
         blocked = ~m if keep_is_true else m
         return _const(np.where(blocked, -np.inf, 0.0).astype(dtype))
-    if mask._data.dtype.kind != "f":
+    if not _is_float_dtype(mask._data.dtype):
         raise RuntimeError(f"{op}: only bool and floating types of masks are supported, got {mask.dtype}")
     if mask._data.dtype != dtype:
         return mask.to(_dtype_of(dtype))

@@ -628,14 +628,15 @@ class Module:
         np_dtype = None
         if dtype is not None:
             np_dtype = _dt.to_numpy_dtype(dtype)
-            if np_dtype.kind not in "fc":
+            if not _dt.is_floating_point_dtype(np_dtype):
                 raise TypeError(
                     "nn.Module.to only accepts floating point or complex dtypes, but got desired "
                     f"dtype={_dt.from_numpy_dtype(np_dtype)}")
 
         def convert(t: Tensor) -> Tensor:
             out = t
-            if np_dtype is not None and t._data.dtype.kind == "f" and t._data.dtype != np_dtype:
+            if (np_dtype is not None and _dt.is_floating_point_dtype(t._data.dtype)
+                    and t._data.dtype != np_dtype):
                 out = out.to(np_dtype)
             if dev is not None:
                 out = out.to(dev)
@@ -644,13 +645,18 @@ class Module:
         return self._apply(convert)
 
     def float(self) -> Module:
-        return self._apply(lambda t: t.float() if t._data.dtype.kind == "f" else t)
+        return self._apply(lambda t: t.float() if _dt.is_floating_point_dtype(t._data.dtype) else t)
 
     def double(self) -> Module:
-        return self._apply(lambda t: t.double() if t._data.dtype.kind == "f" else t)
+        return self._apply(lambda t: t.double() if _dt.is_floating_point_dtype(t._data.dtype) else t)
 
     def half(self) -> Module:
-        return self._apply(lambda t: t.half() if t._data.dtype.kind == "f" else t)
+        return self._apply(lambda t: t.half() if _dt.is_floating_point_dtype(t._data.dtype) else t)
+
+    def bfloat16(self) -> Module:
+        """Cast floating parameters and buffers to bfloat16 (``nn.Linear(4, 2).bfloat16()``)."""
+        return self._apply(lambda t: t.to(_dt.bfloat16) if _dt.is_floating_point_dtype(t._data.dtype)
+                           else t)
 
     def type(self, dst_type) -> Module:
         return self._apply(lambda t: t.to(dst_type))

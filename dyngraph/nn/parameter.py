@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..creation import _to_array
 from ..tensor import Tensor, _rebuild
 
@@ -42,7 +43,7 @@ class Parameter(Tensor):
         if isinstance(data, Tensor) and data._vc is not None:
             t._vc = data._vc
         if requires_grad:
-            if t._data.dtype.kind != "f":
+            if not _dt.is_floating_point_dtype(t._data.dtype):
                 raise RuntimeError(
                     f"Only Tensors of floating point dtype can require gradients; got a "
                     f"{t.dtype} tensor of shape {list(t.shape)}: pass requires_grad=False or "

@@ -24,6 +24,7 @@ import warnings
 
 import numpy as np
 
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
 from ..surface.indexing import index_select
 from ..surface.nn import linear
@@ -165,7 +166,7 @@ class RNNBase(Module):
             sizes = (b,) * t
             info = ("padded", (t, b, unbatched))
         w = self._parameters[self._flat_weights_names[0]]
-        if data._data.dtype.kind != "f":
+        if not _is_float_dtype(data._data.dtype):
             raise RuntimeError(
                 f"{name}: expected a floating-point input, got dtype {_dt(data)}; convert it with .float()")
         if data._data.dtype != w._data.dtype:

@@ -18,6 +18,7 @@ import copy
 import numpy as np
 
 from .. import dtypes
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -109,7 +110,7 @@ class MultiheadAttention(Module):
         for arg, t in (("query", query), ("key", key), ("value", value)):
             if not isinstance(t, Tensor):
                 raise TypeError(f"{name}: {arg} must be a Tensor, got {type(t).__name__}")
-            if t._data.dtype.kind != "f":
+            if not _is_float_dtype(t._data.dtype):
                 raise RuntimeError(
                     f"{name}: {arg} must be floating point, got dtype "
                     f"{str(t.dtype).replace('dyngraph.', '')}; convert it with .float()")

@@ -6,6 +6,7 @@ dyngraph.Size([1, 3, 8, 8])
 
 from __future__ import annotations
 
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..surface.resampling import interpolate
 from ..tensor import Tensor
 from .functional_conv import pixel_shuffle, pixel_unshuffle
@@ -43,7 +44,7 @@ class Upsample(Module):
             raise RuntimeError(
                 f"{self.name}: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape "
                 f"{list(input.shape)}")
-        if input._data.dtype.kind != "f":
+        if not _is_float_dtype(input._data.dtype):
             raise RuntimeError(
                 f"{self.name}: expected a floating-point input, got dtype "
                 f"{str(input.dtype).replace('dyngraph.', '')}; convert it with .float()")

@@ -26,6 +26,7 @@ import numpy as np
 from .._core.graph import RemovableHandle
 from .._core.state import STATE, set_grad
 from ..autograd.grad_mode import enable_grad
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..ops.inplace import bump_version
 from ..tensor import Tensor
 
@@ -248,7 +249,7 @@ class Optimizer:
         if key == "step" or key == "mu_product":
             return _plain(value)
         if isinstance(value, Tensor):
-            arr = np.array(value._data, dtype=p._data.dtype if value._data.dtype.kind == "f" else None)
+            arr = np.array(value._data, dtype=p._data.dtype if _is_float_dtype(value._data.dtype) else None)
             return Tensor._make(arr, False, None, 0)
         if isinstance(value, np.ndarray):
             return Tensor._make(np.array(value, dtype=p._data.dtype), False, None, 0)

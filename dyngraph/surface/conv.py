@@ -8,6 +8,7 @@ The primitives (im2col + GEMM forwards, their adjoint rules) are in
 
 from __future__ import annotations
 
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..ops.conv import (
     _conv_out,
     _prod,
@@ -112,7 +113,7 @@ def _dtype_name(t):
 
 def _check_float(op, *ts):
     for t in ts:
-        if t is not None and t._data.dtype.kind != "f":
+        if t is not None and not _is_float_dtype(t._data.dtype):
             raise RuntimeError(
                 f"{op}: expected a floating-point input, got dtype {_dtype_name(t)} "
                 f"(shape {list(t.shape)}); convert it with .float()")

@@ -691,7 +691,7 @@ def copysign(input, other):
     tensor([-1., -2.])
     """
     input = as_tensor_arg(input, "copysign")
-    if input.dtype.np.kind != "f":
+    if not _dt.is_floating_point_dtype(input.dtype.np):
         input = input.to(get_default_dtype())
     neg = signbit(operand(other) if isinstance(other, Tensor) else as_tensor_arg(float(other), "copysign"))
     mag = abs(input)

@@ -112,7 +112,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepd
 
 
 def _float_only(x, op):
-    if x.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(x.dtype):
         raise RuntimeError(
             f"{op}: expected a floating point tensor as input, got "
             f"{_dt.from_numpy_dtype(x.dtype)}; convert it first (x.float() or x.double())")
@@ -316,7 +316,7 @@ def _var_args(input, dim, unbiased, keepdim, correction, op):
     input = as_tensor_arg(input, op)
     if isinstance(dim, bool):  # the old overload var(input, unbiased)
         dim, unbiased = None, dim
-    if input._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(input._data.dtype):
         raise RuntimeError(f"{op}(): std and var only support floating point and complex dtypes "
                            f"(got {input.dtype}); convert the input with .float() first")
     if correction is not None and unbiased is not None:
@@ -399,7 +399,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     tensor(5.)
     """
     x = as_tensor_arg(x, "linalg.vector_norm")
-    if x._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(x._data.dtype):
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
             f"Got {x.dtype}; convert it with .float() first")
@@ -468,7 +468,7 @@ def count_nonzero(input, dim=None):
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """Sum over ``dim`` treating NaN as zero (NaN entries get zero gradient)."""
     input = as_tensor_arg(input, "nansum")
-    if input._data.dtype.kind == "f":
+    if _dt.is_floating_point_dtype(input._data.dtype):
         input = bind(_ew.where_p, (bind(_ew.isnan_p, (input,)), 0.0, input))
     return sum(input, dim, keepdim, dtype=dtype)
 
@@ -476,7 +476,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
 def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
     """Mean over ``dim`` of the non-NaN entries."""
     input = as_tensor_arg(input, "nanmean")
-    if input._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(input._data.dtype):
         raise RuntimeError(f"nanmean(): expected a floating point input, got {input.dtype}")
     keep = bind(_ew.logical_not_p, (bind(_ew.isnan_p, (input,)),))
     total = nansum(input, dim, keepdim, dtype=dtype)
@@ -588,7 +588,7 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):
     if x.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input "
                            f"with {x.ndim} dimensions")
-    if x._data.dtype.kind != "f":
+    if not _dt.is_floating_point_dtype(x._data.dtype):
         x = x.to(_dt.get_default_dtype())
     obs = x if x.ndim == 2 else x.reshape(1, -1)
     n = obs.shape[1]

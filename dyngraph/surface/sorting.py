@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import return_types as _rt
 from ..creation import from_numpy
+from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..ops.registry import bind
 from ..ops.sorting import (
     kthvalue_p,
@@ -165,7 +166,7 @@ def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = 
     tensor(2.5000)
     """
     x = as_tensor_arg(input, "quantile")
-    if x._data.dtype.kind != "f":
+    if not _is_float_dtype(x._data.dtype):
         raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {x.dtype}")
     if interpolation not in _QUANTILE_MODES:
         raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. "
