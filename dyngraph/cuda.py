@@ -194,7 +194,7 @@ class _CudaAmp:
 
     @staticmethod
     def custom_bwd(bwd=None):
-        from .amp import custom_bwd  # noqa: PLC0415
+        from .amp import custom_bwd  # noqa: PLC0415  (the older spelling of dg.amp.custom_bwd)
 
         return custom_bwd(bwd, device_type="cuda")
 

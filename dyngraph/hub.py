@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlparse
 
+from .serialization import load as _load
+
 __all__ = ["HubUnsupportedError", "load", "list", "help", "load_state_dict_from_url",
            "download_url_to_file", "get_dir", "set_dir"]
 
@@ -106,8 +108,6 @@ def load_state_dict_from_url(url: str, model_dir: str | None = None, map_locatio
 
     >>> sd = dg.hub.load_state_dict_from_url("https://host/w/net.safetensors", model_dir="weights")
     """
-    from .serialization import load as _load  # noqa: PLC0415
-
     directory = model_dir if model_dir is not None else os.path.join(get_dir(), "checkpoints")
     name = file_name or os.path.basename(urlparse(url).path)
     path = os.path.join(os.path.expanduser(directory), name)

@@ -27,6 +27,7 @@ from .._core.rules import fit, missing_rule, node_rule_inputs
 from .._core.state import STATE, set_grad
 from ..dtypes import is_floating_point_dtype as _is_float_dtype
 from ..tensor import Tensor
+from .anomaly import annotate_error, check_grads
 
 try:  # the optional C accelerator runs the plain-backward loop (see dyngraph/_speedups.c)
     import os as _os
@@ -498,8 +499,6 @@ def _run_node_now(node, g, create_graph, retain_graph, needed):
             grads = _apply_rules(node, prim, saved, g, create_graph)
     except Exception as exc:
         if STATE.anomaly:
-            from .anomaly import annotate_error  # noqa: PLC0415
-
             annotate_error(node, exc)  # adds where the failing op was created
         raise
     if node.post_hooks:
@@ -511,8 +510,6 @@ def _run_node_now(node, g, create_graph, retain_graph, needed):
             if res is not None:
                 grads = [r if (r is None or create_graph) else r._data for r in res]
     if STATE.anomaly:
-        from .anomaly import check_grads  # noqa: PLC0415
-
         check_grads(node, grads)
     if not retain_graph and (saved is not None or node.out is not None):
         node.saved = FREED

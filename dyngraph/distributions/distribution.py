@@ -19,10 +19,10 @@ def _dg():
     first use: ``linalg`` and ``nn.functional`` load after this package)."""
     global _LIB
     if _LIB is None:
-        from .. import creation, dtypes, linalg  # noqa: PLC0415
-        from ..autograd.grad_mode import no_grad  # noqa: PLC0415
-        from ..nn import functional  # noqa: PLC0415
-        from ..surface import elementwise, shape  # noqa: PLC0415
+        from .. import creation, dtypes, linalg  # noqa: PLC0415  (these load after dg.distributions)
+        from ..autograd.grad_mode import no_grad  # noqa: PLC0415  (these load after dg.distributions)
+        from ..nn import functional  # noqa: PLC0415  (these load after dg.distributions)
+        from ..surface import elementwise, shape  # noqa: PLC0415  (these load after dg.distributions)
 
         _LIB = SimpleNamespace(
             tensor=creation.tensor, from_numpy=creation.from_numpy, full=creation.full,

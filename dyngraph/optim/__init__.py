@@ -26,7 +26,7 @@ __all__ += ["LBFGS", "RAdam", "Rprop", "ASGD"]
 def __getattr__(name):
     # ``swa_utils`` needs dg.nn (AveragedModel is a Module): imported on first use.
     if name == "swa_utils":
-        import importlib  # noqa: PLC0415
+        import importlib  # noqa: PLC0415  (swa_utils imports dg.nn, which imports optim)
 
         return importlib.import_module(".swa_utils", __name__)
     raise AttributeError(f"module 'dyngraph.optim' has no attribute {name!r}")

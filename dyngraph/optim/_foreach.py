@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensor import Tensor
 from .optimizer import grad_of
 
 
@@ -41,8 +42,6 @@ def _flat_state(opt, params, names, dtype, init_from=None):
                 np.copyto(view, s[name]._data)
             elif init_from is not None and name == init_from[0]:
                 np.copyto(view, init_from[1][i])
-            from ..tensor import Tensor  # noqa: PLC0415
-
             if s is None:
                 s = states[i] = opt.state[p] = {}
             s[name] = Tensor._make(view, False, None, 0)

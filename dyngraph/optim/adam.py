@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._foreach import adam_foreach
 from .optimizer import Optimizer, _buffer, adam_moments_, check_options, grad_of
 
 __all__ = ["Adam", "AdamW"]
@@ -37,8 +38,6 @@ class Adam(Optimizer):
 
     def _step_group(self, group, params):
         if group.get("foreach") and len(params) > 1:
-            from ._foreach import adam_foreach  # noqa: PLC0415
-
             return adam_foreach(self, group, params)
         lr = group["lr"]
         beta1, beta2 = group["betas"]

@@ -17,6 +17,7 @@ Parameters are numbered in the order they appear across the groups.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -112,8 +113,6 @@ class Optimizer:
                 raise ValueError("can't optimize a non-leaf Tensor (it has a grad_fn); optimize the "
                                  "leaf it was computed from, or .detach().requires_grad_() it")
         if len({id(p) for p in params}) != len(params):
-            import warnings  # noqa: PLC0415
-
             warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
                           "future, this will cause an error", UserWarning, stacklevel=3)
         group["params"] = params

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._foreach import sgd_foreach
 from .optimizer import Optimizer, _buffer, check_options, grad_of
 
 __all__ = ["SGD"]
@@ -37,8 +38,6 @@ class SGD(Optimizer):
 
     def _step_group(self, group, params):
         if group.get("foreach") and len(params) > 1:
-            from ._foreach import sgd_foreach  # noqa: PLC0415
-
             return sgd_foreach(self, group, params)
         lr = group["lr"]
         momentum = group["momentum"]
