@@ -31,7 +31,9 @@ import numpy as np
 
 from .._core.grad_mode import enable_grad
 from ..tensor import Tensor
+from . import elementwise as E
 from .elementwise import tanh_p
+from .registry import REGISTRY as R
 from .registry import Primitive, bind, primitive
 from .shape import cat, cat_p
 
@@ -138,7 +140,7 @@ class _FusedRecurrent(Primitive):
         return [r if e is not None else None for r, e in zip(result, node.edges, strict=True)]
 
     def _higher_order(self, node, grads):
-        from ..autograd import grad as _grad  # noqa: PLC0415
+        from ..autograd import grad as _grad  # noqa: PLC0415  (autograd sits above ops: the rule calls the engine)
 
         idx = [i for i, e in enumerate(node.edges) if e is not None]
         with enable_grad():
@@ -288,8 +290,6 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reve
 
 def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     """The same layer as differentiable primitives (used for higher-order gradients)."""
-    from . import elementwise as E  # noqa: PLC0415
-
     hsz = c0.shape[1]
 
     def cell(x, hw, h, c):
@@ -424,8 +424,6 @@ def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False)
 
 
 def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
-    from . import elementwise as E  # noqa: PLC0415
-
     hsz = h0.shape[1]
 
     def cell(x, hw, h):
@@ -500,8 +498,6 @@ def _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonli
 
 
 def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
-    from . import elementwise as E  # noqa: PLC0415
-
     act = E.tanh if nonlinearity == "tanh" else E.relu
 
     def cell(x, hw, h):
@@ -637,7 +633,6 @@ def lstm_cell(gates, c):
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
 def _defbatch_rnn():
     from . import _batching as b  # noqa: PLC0415  (keeps this block self-contained)
-    from .registry import REGISTRY as R  # noqa: PLC0415
 
     for name in ("lstm_layer", "gru_layer", "rnn_layer"):
         R[name].defbatch(b.rnn_step_rule)
