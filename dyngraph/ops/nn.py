@@ -341,6 +341,12 @@ def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-
     dtype = logp.dtype if not isinstance(logp, Tensor) else logp._data.dtype
     shape = tuple(logp.shape)
     t = _raw(target)
+    if weight is None and reduction == "mean" and len(shape) == 2 and shape[0] == 1 \
+            and t[0] != ignore_index:
+        # one row (per-item losses): the gradient is -g at the target class
+        mask = np.zeros(shape, dtype=dtype)
+        mask[0, t[0]] = -1
+        return g * mask
     if weight is None and reduction == "mean" and len(shape) == 2 and shape[0] \
             and np.logical_and.reduce(t != ignore_index, axis=None):
         # every row weighs 1/N (the fast case of nll_loss_p): no weight arrays
