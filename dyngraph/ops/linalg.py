@@ -89,6 +89,8 @@ def _sum_to(g, shape):
 
 
 def _unsq_last(a):
+    if type(a) is np.ndarray:  # a plain backward: the view itself, no bind
+        return a.reshape(a.shape + (1,))
     return reshape_p(a, shape=tuple(a.shape) + (1,))
 
 
