@@ -352,13 +352,9 @@ class Poisson(Distribution):
 
 # -- continuous, location-scale ---------------------------------------------------------------
 
-class Normal(Distribution):
-    """The Gaussian N(``loc``, ``scale``²); ``rsample`` is reparameterised
-    (``loc + scale * eps``), so gradients reach ``loc`` and ``scale``.
-
-    >>> Normal(0.0, 1.0).log_prob(dg.tensor(0.5))
-    tensor(-1.0439)
-    """
+class _LocScale(Distribution):
+    """What the real-valued location-scale families share: ``loc`` and ``scale`` broadcast
+    together, a reparameterised ``rsample``, and ``loc`` as the mean and the mode."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -375,6 +371,15 @@ class Normal(Distribution):
     @property
     def mode(self) -> Tensor:
         return self.loc
+
+
+class Normal(_LocScale):
+    """The Gaussian N(``loc``, ``scale``²); ``rsample`` is reparameterised
+    (``loc + scale * eps``), so gradients reach ``loc`` and ``scale``.
+
+    >>> Normal(0.0, 1.0).log_prob(dg.tensor(0.5))
+    tensor(-1.0439)
+    """
 
     @property
     def stddev(self) -> Tensor:
@@ -449,24 +454,8 @@ class LogNormal(Distribution):
         return self.base_dist.entropy() + self.loc
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale):
     """The Laplace distribution with ``loc`` and ``scale`` (reparameterised ``rsample``)."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(_as_float(loc, "loc"), _as_float(scale, "scale"))
-        super().__init__(self.loc.shape, validate_args=validate_args)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:
@@ -494,24 +483,12 @@ class Laplace(Distribution):
         return 1 + (2 * self.scale).log()
 
 
-class Cauchy(Distribution):
+class Cauchy(_LocScale):
     """The Cauchy (Lorentz) distribution with ``loc`` and ``scale``."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(_as_float(loc, "loc"), _as_float(scale, "scale"))
-        super().__init__(self.loc.shape, validate_args=validate_args)
 
     @property
     def mean(self) -> Tensor:
         return _dg().full(tuple(self._extended_shape()), float("nan"), dtype=self.loc.dtype)
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -551,38 +551,16 @@ def _op(prim):
 
 
 _add, _radd = _op(add_p)
-
-
 _sub, _rsub = _op(sub_p)
-
-
 _mul, _rmul = _op(mul_p)
-
-
 _div, _rdiv = _op(div_p)
-
-
 _fdiv, _rfdiv = _op(floor_divide_p)
-
-
 _mod, _rmod = _op(remainder_p)
-
-
 _pow, _rpow = _op(pow_p)
-
-
 _and, _rand = _op(bitwise_and_p)
-
-
 _or, _ror = _op(bitwise_or_p)
-
-
 _xor, _rxor = _op(bitwise_xor_p)
-
-
 _lshift, _rlshift = _op(bitwise_left_shift_p)
-
-
 _rshift, _rrshift = _op(bitwise_right_shift_p)
 
 
