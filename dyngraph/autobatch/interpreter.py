@@ -156,6 +156,7 @@ class Autobatcher(Interpreter):
         self.tracing = False         # True inside a cell trace (cells.py): record everything
         self.coop = None             # the scheduler of a running dg.autobatch.map (mapping.py)
         self.prune_at = _PRUNE_MIN   # len(nodes) at which _execute next drops finished nodes
+        self.collectors: list = []   # pending stack/cat nodes of many inputs (see _collected)
 
     # ------------------------------------------------------------------
     # recording
@@ -216,9 +217,12 @@ class Autobatcher(Interpreter):
                 raise NotTraceableError(f"'{prim.name}' could not be shaped from stand-ins")
             return self.run_now(prim, args, params)
         specs, multi, floats, sid = info
-        return self._record(prim, params, args if stored is None else stored, sid, depth, specs,
-                            multi, floats if rg and spec[2] and prim.differentiable else None,
-                            args if const else None)
+        out = self._record(prim, params, args if stored is None else stored, sid, depth, specs,
+                           multi, floats if rg and spec[2] and prim.differentiable else None,
+                           args if const else None)
+        if (prim is _STACK or prim is _CAT) and i >= _COLLECTOR_MIN:
+            self.collectors.append(out._data.node)   # the scheduler's _collected walks these
+        return out
 
     def _record(self, prim, params, args, sig, depth, specs, multi, rgs, versions_of):
         """Create the pending node and its output tensors (``rgs``: requires_grad per
@@ -577,7 +581,17 @@ class Autobatcher(Interpreter):
                     if m.mark != ep and m.result is None:
                         push(m)
         if todo:
-            todo.sort(key=_seq)
+            nodes = self.nodes
+            if 4 * len(todo) >= len(nodes):
+                # most of what is recorded: the nodes list is already in recording order,
+                # a filter is cheaper than sorting (unless the walk reached nodes not in it)
+                inorder = [n for n in nodes if n.mark == ep]
+                if len(inorder) == len(todo):
+                    todo = inorder
+                else:
+                    todo.sort(key=_seq)
+            else:
+                todo.sort(key=_seq)
             self._execute(todo)
 
     def _execute(self, todo) -> None:
@@ -585,7 +599,7 @@ class Autobatcher(Interpreter):
         st = self.stats
         compute = 0.0
         if self.scheduler == "depth":
-            late = _collected(todo, self.epoch)
+            late = _collected(self, self.epoch)
             groups: dict = {}
             for n in todo:
                 d = late.get(n, n.depth) if late else n.depth
@@ -702,7 +716,7 @@ class Autobatcher(Interpreter):
             if n0.info is not None:
                 self._attach_info(group)
             for n in group:
-                if n.pre_hooks or n.retained:
+                if n.__dict__ and (n.pre_hooks or n.retained):   # rare: in the instance dict
                     self._attach_hooks(n)
                 n.args = None
         finally:
@@ -1028,6 +1042,7 @@ class Autobatcher(Interpreter):
                 if t is not None and _pending_out(t, n, k):
                     self.materialize(t)
         self.nodes = []
+        self.collectors = []
         self.closed = True
 
 
@@ -1071,6 +1086,7 @@ def _unique(rows) -> bool:
 
 _seq = attrgetter("seq")
 _PRUNE_MIN = 4096   # see Autobatcher._execute
+_COLLECTOR_MIN = 8  # a stack/cat of at least this many inputs is a collector (_collected)
 _PARAM = "param"   # markers in a cell's call key (call_cell)
 _VALUE = "value"
 
@@ -1101,7 +1117,7 @@ def _pending_out(t, n, k) -> bool:
     return type(d) is Lazy and d.node is n and d.k == k
 
 
-def _collected(todo, ep) -> dict:
+def _collected(interp, ep) -> dict:
     """As late as possible for what only feeds a collector.
 
     A collector is a ``stack``/``cat`` of many inputs (the per-node losses of
@@ -1109,12 +1125,17 @@ def _collected(todo, ep) -> dict:
     collector runs at the collector's depth - 1, and a node whose one consumer is such a
     delayed node runs just before it (the whole loss chain of a node: ``linear``,
     ``log_softmax``, ``nll_loss``), so each step of the chain forms ONE group instead of
-    one per depth it was recorded at (~25 for 50 trees).  Only those chains are walked.
-    Returns ``{node: depth}``.
+    one per depth it was recorded at (~25 for 50 trees).  Only those chains are walked:
+    the collectors were listed when they were recorded (``interp.collectors``; the ones
+    that ran are dropped here).  Returns ``{node: depth}``.
     """
     late: dict = {}
-    for c in todo:
-        if (c.prim is not _STACK and c.prim is not _CAT) or len(c.args) < 8:
+    cs = interp.collectors
+    if not cs:
+        return late
+    interp.collectors = [c for c in cs if c.result is None]
+    for c in cs:
+        if c.mark != ep or c.result is not None:
             continue
         stack = [(a.node, c.depth - 1) for a in c.args if type(a) is Lazy]
         while stack:
