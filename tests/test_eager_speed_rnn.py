@@ -78,6 +78,7 @@ def test_lstm_layer_gradients_are_the_same_on_both_gate_paths(monkeypatch):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6, 1, 4)).astype(np.float32)
     grads = []
+    monkeypatch.setattr(rnn, "_K", None)   # the NumPy path (tests/test_rnn_kernels.py: the C one)
     for limit in (10 ** 9, 0):
         monkeypatch.setattr(rnn, "_ONE_PASS_GATES", limit)
         dg.manual_seed(0)
@@ -90,10 +91,13 @@ def test_lstm_layer_gradients_are_the_same_on_both_gate_paths(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-def test_lstm_cell_rules_on_arrays_equal_the_recorded_rules():
+def test_lstm_cell_rules_on_arrays_equal_the_recorded_rules(monkeypatch):
     """The cell rules' NumPy path (plain backward) against their primitive path (the one
-    create_graph records), on the same values: equal, with zeros where a rule gives none."""
+    create_graph records), on the same values: equal, with zeros where a rule gives none.
+    (The compiled kernels' rules are compared in tests/test_rnn_kernels.py, to a few ulp.)"""
     import dyngraph as dg
+
+    monkeypatch.setattr(rnn, "_K", None)
 
     rng = np.random.default_rng(5)
     h = 6

@@ -23,9 +23,18 @@ so gradients of gradients are exact too.
 
 Hidden extra outputs (gate activations, cell states) are what the backward
 pass reads; the public wrappers return only the PyTorch-visible outputs.
+
+Gate kernels: when the optional C extension ``dyngraph._kernels`` is built and
+``DYNGRAPH_PURE_PYTHON`` is not set, each step's pointwise math (and that of the
+``nn.LSTMCell`` nodes and their rules) is one compiled pass instead of ~10-15 NumPy calls;
+the GEMMs stay NumPy's.  The NumPy functions (``_lstm_forward`` ...) are the reference
+path: same formulas, same order of the products, and the same saved outputs, so either
+path's backward accepts either forward's outputs.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -38,6 +47,25 @@ from .registry import Primitive, bind, primitive
 from .shape import cat, cat_p
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
+
+# The compiled gate kernels (dyngraph/_kernels.c), or None: not built, or the pure-Python
+# reference path was asked for (DYNGRAPH_PURE_PYTHON, as for dyngraph/_speedups.c).
+if os.environ.get("DYNGRAPH_PURE_PYTHON"):
+    _K = None
+else:
+    try:
+        from .. import _kernels as _K
+    except ImportError:   # no C compiler at install time: the NumPy path
+        _K = None
+_KDT = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _kernel_ok(*xs) -> bool:
+    """The compiled kernels apply: 2-D float32/float64 ndarrays, all of one dtype."""
+    if _K is None:
+        return False
+    d = xs[0].dtype
+    return d in _KDT and all(type(x) is np.ndarray and x.ndim == 2 and x.dtype == d for x in xs)
 
 
 def _offsets(batch_sizes):
@@ -288,6 +316,111 @@ def _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reve
     return [dgates, dh, dc, dw, dwr]
 
 
+def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
+    """:func:`_lstm_forward` with each step's gate math in one compiled pass (``_K``).
+
+    Per step: the hidden product into a preallocated buffer (float32: ``W @ h.T``, see
+    :func:`_hidden_matmul`), then ``lstm_forward`` adds ``xw``, applies the gates and writes
+    the step's rows of ``acts``, ``cs`` and ``hs`` in place.
+    """
+    hsz = c0.shape[1]
+    offs = _offsets(batch_sizes)
+    n = len(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    xw = xw.astype(dtype, copy=False)
+    acts = np.empty(xw.shape, dtype)
+    hs = np.empty((xw.shape[0], h0.shape[1]), dtype)
+    cs = np.empty((xw.shape[0], hsz), dtype)
+    uniform = batch_sizes.count(batch_sizes[0]) == n and h0.shape[0] == batch_sizes[0]
+    if uniform:
+        h = h0 if h0.dtype == dtype else h0.astype(dtype)   # read, never written
+        c = c0 if c0.dtype == dtype else c0.astype(dtype)
+    else:
+        h = np.array(h0, dtype=dtype)
+        c = np.array(c0, dtype=dtype)
+    full = None if w_hr is None else np.empty((c0.shape[0], hsz), dtype)
+    f32 = dtype == np.float32
+    prod = np.empty(4 * hsz * batch_sizes[0], dtype) if f32 else None   # (4H, r) products
+    wt = w_hh.T
+    step = _K.lstm_forward
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        hp, cp = (h, c) if uniform else (h[:r], c[:r])
+        a = acts[sl]
+        if f32:
+            hw = np.matmul(w_hh, hp.T, out=prod[:4 * hsz * r].reshape(4 * hsz, r)).T
+        else:
+            hw = np.matmul(hp, wt, out=a)   # the kernel reads each row before writing it
+        cn = cs[sl]
+        hn = hs[sl] if w_hr is None else full[:r]
+        step(hw, xw[sl], cp, a, cn, hn)
+        if w_hr is not None:   # LSTM with projections: h = (o * tanh(c)) @ W_hr^T
+            hn = np.matmul(hn, w_hr.T, out=hs[sl])
+        if uniform:
+            h, c = hn, cn
+        else:
+            h[:r] = hn
+            c[:r] = cn
+    if uniform:   # h_n, c_n are their own arrays, not views of the outputs
+        h = h.copy()
+        c = c.copy()
+    return hs, h, c, acts, cs
+
+
+def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
+    """:func:`_lstm_backward` with each step's pointwise back-propagation in one compiled
+    pass (``lstm_backward``: it recomputes ``tanh(c)`` instead of reading precomputed
+    factors), then the step's GEMM ``dgates @ W_hh``."""
+    ghs, ghn, gcn = grads
+    hs, _, _, acts, cs = out
+    hsz = c0.shape[1]
+    offs = _offsets(batch_sizes)
+    dtype = acts.dtype
+    hprev = _prev_all(hs, h0, batch_sizes, reverse)
+    cprev = _prev_all(cs, c0, batch_sizes, reverse)
+    if ghs is not None and ghs.dtype != dtype:
+        ghs = ghs.astype(dtype)
+    hfull = None if w_hr is None else acts[:, 3 * hsz:] * np.tanh(cs)   # for dW_hr
+    dhs = None if w_hr is None else np.empty(hs.shape, dtype)
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
+    dgates = np.empty(acts.shape, dtype)
+    step = _K.lstm_backward
+    for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        dht = dh[:r]
+        g = None if ghs is None else ghs[sl]
+        dfull = dht
+        if w_hr is not None:
+            if g is not None:
+                dht += g
+                g = None
+            dhs[sl] = dht
+            dfull = dht @ w_hr
+        d = dgates[sl]
+        dct = dc[:r]
+        step(dfull, g, dct, acts[sl], cs[sl], cprev[sl], d, dct)   # dc_prev over dc, in place
+        np.matmul(d, w_hh, out=dht)
+    dw = dgates.T @ hprev
+    dwr = None if w_hr is None else dhs.T @ hfull
+    return [dgates, dh, dc, dw, dwr]
+
+
+def _lstm_forward_any(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
+    """The layer's implementation: the kernel path when it applies, else the NumPy one."""
+    if _K is not None and batch_sizes and np.result_type(xw.dtype, w_hh.dtype) in _KDT:
+        return _lstm_forward_k(xw, h0, c0, w_hh, w_hr, batch_sizes, reverse)
+    return _lstm_forward(xw, h0, c0, w_hh, w_hr, batch_sizes, reverse)
+
+
+def _lstm_backward_any(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
+    if _K is not None and batch_sizes and out[3].dtype in _KDT:
+        return _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr, batch_sizes, reverse)
+    return _lstm_backward(grads, out, xw, h0, c0, w_hh, w_hr, batch_sizes, reverse)
+
+
 def _lstm_reference(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     """The same layer as differentiable primitives (used for higher-order gradients)."""
     hsz = c0.shape[1]
@@ -327,7 +460,7 @@ def _scan(cell, xw, init, w_hh, batch_sizes, reverse, extra=None):
     return cat(outs, 0), state, None
 
 
-lstm_layer_p = _FusedRecurrent("lstm_layer", _lstm_forward, _lstm_backward, _lstm_reference, 3)
+lstm_layer_p = _FusedRecurrent("lstm_layer", _lstm_forward_any, _lstm_backward_any, _lstm_reference, 3)
 
 
 def lstm_layer(xw, h0, c0, w_hh, batch_sizes, reverse=False, w_hr=None):
@@ -423,6 +556,87 @@ def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False)
     return [dxw, dh, dwh, dbh]
 
 
+def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    """:func:`_gru_forward` with each step's gate math in one compiled pass (``gru_forward``,
+    which also adds ``b_hh`` to the product: a broadcast view, no copy per step)."""
+    hsz = h0.shape[1]
+    offs = _offsets(batch_sizes)
+    n = len(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    xw = xw.astype(dtype, copy=False)
+    acts = np.empty(xw.shape, dtype)
+    hwn = np.empty((xw.shape[0], hsz), dtype)
+    hs = np.empty((xw.shape[0], hsz), dtype)
+    uniform = batch_sizes.count(batch_sizes[0]) == n and h0.shape[0] == batch_sizes[0]
+    if uniform:
+        h = h0 if h0.dtype == dtype else h0.astype(dtype)   # read, never written
+    else:
+        h = np.array(h0, dtype=dtype)
+    wt = w_hh.T
+    b0 = batch_sizes[0]
+    # the NumPy path's products: h @ W^T without a bias; with one, float32 as W @ h.T
+    transposed = b_hh is not None and dtype == np.float32
+    prod = np.empty(3 * hsz * b0, dtype)
+    bias = None if b_hh is None else np.broadcast_to(b_hh.astype(dtype, copy=False), (b0, 3 * hsz))
+    step = _K.gru_forward
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        hp = h if uniform else h[:r]
+        if transposed:
+            hw = np.matmul(w_hh, hp.T, out=prod[:3 * hsz * r].reshape(3 * hsz, r)).T
+        else:
+            hw = np.matmul(hp, wt, out=prod[:3 * hsz * r].reshape(r, 3 * hsz))
+        hn = hs[sl]
+        step(hw, xw[sl], None if bias is None else bias[:r], hp, acts[sl], hwn[sl], hn)
+        if uniform:
+            h = hn
+        else:
+            h[:r] = hn
+    if uniform:
+        h = h.copy()
+    return hs, h, acts, hwn
+
+
+def _gru_backward_k(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    """:func:`_gru_backward` with each step's pointwise math in one compiled pass
+    (``gru_backward`` writes ``dh * z`` over ``dh``; the step then adds ``dhw @ W_hh``)."""
+    ghs, ghn = grads
+    hs, _, acts, hwn = out
+    offs = _offsets(batch_sizes)
+    dtype = acts.dtype
+    if ghs is not None and ghs.dtype != dtype:
+        ghs = ghs.astype(dtype)
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dxw = np.empty(acts.shape, dtype)
+    dhw = np.empty(acts.shape, dtype)
+    hprev = _prev_all(hs, h0, batch_sizes, reverse)
+    step = _K.gru_backward
+    for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        dht = dh[:r]
+        dw = dhw[sl]
+        step(dht, None if ghs is None else ghs[sl], acts[sl], hwn[sl], hprev[sl], dxw[sl], dw, dht)
+        dht += dw @ w_hh
+    dwh = dhw.T @ hprev
+    dbh = dhw.sum(0) if b_hh is not None else None
+    return [dxw, dh, dwh, dbh]
+
+
+def _gru_forward_any(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    """The layer's implementation: the kernel path when it applies, else the NumPy one."""
+    if _K is not None and batch_sizes and np.result_type(xw.dtype, w_hh.dtype) in _KDT:
+        return _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes, reverse)
+    return _gru_forward(xw, h0, w_hh, b_hh, batch_sizes, reverse)
+
+
+def _gru_backward_any(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
+    if _K is not None and batch_sizes and out[2].dtype in _KDT:
+        return _gru_backward_k(grads, out, xw, h0, w_hh, b_hh, batch_sizes, reverse)
+    return _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes, reverse)
+
+
 def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     hsz = h0.shape[1]
 
@@ -437,7 +651,7 @@ def _gru_reference(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     return hs, state[0]
 
 
-gru_layer_p = _FusedRecurrent("gru_layer", _gru_forward, _gru_backward, _gru_reference, 2)
+gru_layer_p = _FusedRecurrent("gru_layer", _gru_forward_any, _gru_backward_any, _gru_reference, 2)
 
 
 def gru_layer(xw, h0, w_hh, b_hh, batch_sizes, reverse=False):
@@ -497,6 +711,78 @@ def _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonli
     return [dpre, dh, dpre.T @ hprev]
 
 
+def _rnn_forward_k(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    """:func:`_rnn_forward` with the step's ``act(hw + xw)`` in one compiled pass."""
+    offs = _offsets(batch_sizes)
+    n = len(batch_sizes)
+    dtype = np.result_type(xw.dtype, w_hh.dtype)
+    xw = xw.astype(dtype, copy=False)
+    hsz = h0.shape[1]
+    hs = np.empty((xw.shape[0], hsz), dtype)
+    uniform = batch_sizes.count(batch_sizes[0]) == n and h0.shape[0] == batch_sizes[0]
+    if uniform:
+        h = h0 if h0.dtype == dtype else h0.astype(dtype)   # read, never written
+    else:
+        h = np.array(h0, dtype=dtype)
+    f32 = dtype == np.float32
+    prod = np.empty(hsz * batch_sizes[0], dtype) if f32 else None
+    wt = w_hh.T
+    relu = nonlinearity != "tanh"
+    step = _K.rnn_forward
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        hp = h if uniform else h[:r]
+        hn = hs[sl]
+        if f32:
+            hw = np.matmul(w_hh, hp.T, out=prod[:hsz * r].reshape(hsz, r)).T
+        else:
+            hw = np.matmul(hp, wt, out=hn)
+        step(hw, xw[sl], hn, relu)
+        if uniform:
+            h = hn
+        else:
+            h[:r] = hn
+    if uniform:
+        h = h.copy()
+    return hs, h
+
+
+def _rnn_backward_k(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    """:func:`_rnn_backward` with the step's ``(dh + g) * act'`` in one compiled pass."""
+    ghs, ghn = grads
+    hs, _ = out
+    offs = _offsets(batch_sizes)
+    dtype = hs.dtype
+    if ghs is not None and ghs.dtype != dtype:
+        ghs = ghs.astype(dtype)
+    dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+    dpre = np.empty(hs.shape, dtype)
+    hprev = _prev_all(hs, h0, batch_sizes, reverse)
+    relu = nonlinearity != "tanh"
+    step = _K.rnn_backward
+    for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
+        r = batch_sizes[t]
+        sl = slice(offs[t], offs[t] + r)
+        d = dpre[sl]
+        step(dh[:r], None if ghs is None else ghs[sl], hs[sl], d, relu)
+        np.matmul(d, w_hh, out=dh[:r])
+    return [dpre, dh, dpre.T @ hprev]
+
+
+def _rnn_forward_any(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    """The layer's implementation: the kernel path when it applies, else the NumPy one."""
+    if _K is not None and batch_sizes and np.result_type(xw.dtype, w_hh.dtype) in _KDT:
+        return _rnn_forward_k(xw, h0, w_hh, batch_sizes, reverse, nonlinearity)
+    return _rnn_forward(xw, h0, w_hh, batch_sizes, reverse, nonlinearity)
+
+
+def _rnn_backward_any(grads, out, xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
+    if _K is not None and batch_sizes and out[0].dtype in _KDT:
+        return _rnn_backward_k(grads, out, xw, h0, w_hh, batch_sizes, reverse, nonlinearity)
+    return _rnn_backward(grads, out, xw, h0, w_hh, batch_sizes, reverse, nonlinearity)
+
+
 def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="tanh"):
     act = E.tanh if nonlinearity == "tanh" else E.relu
 
@@ -508,7 +794,7 @@ def _rnn_reference(xw, h0, w_hh, batch_sizes=(), reverse=False, nonlinearity="ta
     return hs, state[0]
 
 
-rnn_layer_p = _FusedRecurrent("rnn_layer", _rnn_forward, _rnn_backward, _rnn_reference, 2)
+rnn_layer_p = _FusedRecurrent("rnn_layer", _rnn_forward_any, _rnn_backward_any, _rnn_reference, 2)
 
 
 def rnn_layer(xw, h0, w_hh, batch_sizes, reverse=False, nonlinearity="tanh"):
@@ -551,7 +837,18 @@ _gate_sigmoid_p.defvjp(lambda g, out, x: g * out * (1.0 - out))
 def lstm_cell_state_p(gates, c):
     """``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)`` from pre-activation ``gates`` (i, f, g, o)."""
     h = c.shape[-1]
+    if _cell_kernel_ok(gates, c):
+        out = np.empty(c.shape, c.dtype)
+        _K.lstm_cell_state(gates, c, out)
+        return out
     return _logistic(gates[:, h:2 * h]) * c + _logistic(gates[:, :h]) * np.tanh(gates[:, 2 * h:3 * h])
+
+
+def _cell_kernel_ok(gates, c, gr=None):
+    """The cell kernels apply: (B, 4H) gates, (B, H) state (and gradient), one float dtype."""
+    xs = (gates, c) if gr is None else (gates, c, gr)
+    return (_kernel_ok(*xs) and gates.shape[1] == 4 * c.shape[1]
+            and all(x.shape == c.shape for x in xs[1:]) and gates.shape[0] == c.shape[0])
 
 
 def _plain(*xs) -> bool:
@@ -568,6 +865,9 @@ def _state_vjp_gates(gr, out, gates, c):
     h = c.shape[-1]
     if _plain(gr, gates, c):
         g4 = np.empty(gates.shape, np.result_type(gr.dtype, gates.dtype))
+        if _cell_kernel_ok(gates, c, gr):
+            _K.lstm_cell_state_vjp(gr, gates, c, g4, None)
+            return g4
         si, sf = _logistic(gates[:, :h]), _logistic(gates[:, h:2 * h])
         t = np.tanh(gates[:, 2 * h:3 * h])
         np.multiply(gr * t * si, 1.0 - si, out=g4[:, :h])
@@ -584,6 +884,10 @@ def _state_vjp_gates(gr, out, gates, c):
 def _state_vjp_c(gr, out, gates, c):
     h = c.shape[-1]
     if _plain(gr, gates):
+        if _cell_kernel_ok(gates, c, gr):
+            dc = np.empty(c.shape, c.dtype)
+            _K.lstm_cell_state_vjp(gr, gates, c, None, dc)
+            return dc
         return gr * _logistic(gates[:, h:2 * h])
     return gr * _gate_sigmoid_p(gates[:, h:2 * h])
 
@@ -594,6 +898,10 @@ lstm_cell_state_p.defvjp(_state_vjp_gates, _state_vjp_c)
 @primitive("lstm_cell_hidden", promote="same", save_inputs=True)
 def lstm_cell_hidden_p(gates, c):
     """``h' = sigmoid(o) * tanh(c')``, ``o`` the last quarter of ``gates``."""
+    if _cell_kernel_ok(gates, c):
+        out = np.empty(c.shape, c.dtype)
+        _K.lstm_cell_hidden(gates, c, out)
+        return out
     return _logistic(gates[:, 3 * c.shape[-1]:]) * np.tanh(c)
 
 
@@ -601,6 +909,9 @@ def _hidden_vjp_gates(gr, out, gates, c):
     h = c.shape[-1]
     if _plain(gr, gates, c):
         g4 = np.empty(gates.shape, np.result_type(gr.dtype, gates.dtype))
+        if _cell_kernel_ok(gates, c, gr):
+            _K.lstm_cell_hidden_vjp(gr, gates, c, g4, None)
+            return g4
         so = _logistic(gates[:, 3 * h:])
         g4[:, :3 * h] = 0.0
         np.multiply(gr * np.tanh(c) * so, 1.0 - so, out=g4[:, 3 * h:])
@@ -611,6 +922,10 @@ def _hidden_vjp_gates(gr, out, gates, c):
 
 def _hidden_vjp_c(gr, out, gates, c):
     if _plain(gr, gates, c):
+        if _cell_kernel_ok(gates, c, gr):
+            dc = np.empty(c.shape, c.dtype)
+            _K.lstm_cell_hidden_vjp(gr, gates, c, None, dc)
+            return dc
         t = np.tanh(c)
         return gr * _logistic(gates[:, 3 * c.shape[-1]:]) * (1.0 - t * t)
     t = tanh_p(c)

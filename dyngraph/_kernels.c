@@ -1,0 +1,861 @@
+/*
+ * dyngraph._kernels: fused pointwise gate kernels for the recurrent layers (ops/rnn.py).
+ *
+ * One LSTM / GRU / Elman step is a GEMM (left to NumPy's BLAS) plus ~10-15 elementwise
+ * passes (exp, tanh, products) that NumPy runs one at a time over the (batch, 4H) block;
+ * each kernel here does one step's pointwise math in a single pass over the rows.  The math
+ * is ops/rnn.py's NumPy reference path (same formulas, same order of the products), so the
+ * two paths agree to a few ulp; ops/rnn.py uses these kernels when this module imports and
+ * DYNGRAPH_PURE_PYTHON is not set.
+ *
+ * Arrays come through the buffer protocol (no NumPy headers): float32 ('f') or float64
+ * ('d'), 2-D.  Inputs may have any strides (transposed GEMM results, column slices, a
+ * broadcast gradient); outputs must be writable and C-contiguous.  An output may be the same
+ * memory as an input of the same shape (each row is read in full before it is written).
+ *
+ * Arithmetic is in the arrays' own precision with the NumPy path's order of operations, so
+ * the products round exactly as there; only exp and tanh differ.  Those are written out
+ * (Cody-Waite reduction + polynomials, branch-free) so that the compiler vectorises the
+ * row loops: libm's scalar calls would cost more than NumPy's SIMD passes.  Accuracy
+ * (tests/test_rnn_kernels.py measures it): within a few ulp of the correctly rounded value
+ * in both precisions.
+ *
+ * The row math is written once, below "#else", and compiled twice (this file includes
+ * itself with KERNEL_T = double, then float).
+ */
+#ifndef KERNEL_T   /* ---- the module; the per-dtype row loops are further down ---- */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The row loops are compiled twice on x86-64 Linux with GCC (AVX2 and baseline SSE2) and
+ * the loader picks one at run time: 4 doubles per vector instead of 2. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define KCLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KCLONES
+#endif
+
+/* Work below this many elements keeps the GIL: releasing and re-taking it costs more than
+ * the loop, and re-taking it can wait for another thread's switch interval. */
+#define GIL_FREE_ELEMENTS 16384
+
+/* ------------------------------------------------------------------------------------ */
+/* scalar math (double), written so that loops over it vectorise                         */
+/* ------------------------------------------------------------------------------------ */
+
+static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
+static inline uint64_t d2u(double d) { uint64_t u; memcpy(&u, &d, sizeof u); return u; }
+
+/* exp(x): x = k ln2 + r with |r| <= ln2/2 (ln2 split in two so k*LN2_HI is exact), exp(r)
+ * by its Taylor polynomial to degree 13 (truncation < 5e-18 relative), times 2^k built in
+ * the exponent bits.  k is read from the low mantissa bits of x*log2(e) + 1.5*2^52 (the
+ * add rounds to an integer).  Above 709 the result is inf, below -708 it is 0 (the true
+ * values there are inf or below 1e-307 in double, and 0 in float32); NaN stays NaN. */
+static inline double k_exp(double x)
+{
+    const double shift = 0x1.8p52;
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    double xc = x > 709.0 ? 709.0 : x;
+    xc = xc < -708.0 ? -708.0 : xc;
+    double t = xc * 1.4426950408889634074 + shift;
+    double kd = t - shift;
+    uint64_t ki = d2u(t);
+    double r = (xc - kd * ln2_hi) - kd * ln2_lo;
+    double p = 1.0 / 6227020800.0;                    /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    double res = p * u2d((ki + 1023u) << 52);
+    res = x > 709.0 ? (double)INFINITY : res;
+    return x < -708.0 ? 0.0 : res;
+}
+
+/* PyTorch's (and the NumPy path's) logistic: 1 / (1 + exp(-x)). */
+static inline double k_sigmoid(double x) { return 1.0 / (1.0 + k_exp(-x)); }
+
+/* The cell rules' logistic floors its argument at -700 (the NumPy rules do, to keep exp
+ * finite); in float32 the floor changes nothing (exp there saturates at -88). */
+static inline double k_logistic(double x) { return k_sigmoid(x < -700.0 ? -700.0 : x); }
+
+/* tanh in double precision: tanh|x| = m / (m + 2) with m = expm1(2|x|); expm1(y) is its
+ * Taylor polynomial to degree 18 for y < 1 (truncation < 5e-18 relative, no cancellation
+ * near 0) and exp(y) - 1 above (relative error within 1.6x exp's); |x| > 20 gives +-1. */
+static inline double k_tanh_d(double x)
+{
+    double ax = fabs(x);
+    ax = ax > 20.0 ? 20.0 : ax;
+    double y = 2.0 * ax;
+    double s = 1.0 / 6402373705728000.0;              /* 1/18! */
+    s = s * y + 1.0 / 355687428096000.0;
+    s = s * y + 1.0 / 20922789888000.0;
+    s = s * y + 1.0 / 1307674368000.0;
+    s = s * y + 1.0 / 87178291200.0;
+    s = s * y + 1.0 / 6227020800.0;
+    s = s * y + 1.0 / 479001600.0;
+    s = s * y + 1.0 / 39916800.0;
+    s = s * y + 1.0 / 3628800.0;
+    s = s * y + 1.0 / 362880.0;
+    s = s * y + 1.0 / 40320.0;
+    s = s * y + 1.0 / 5040.0;
+    s = s * y + 1.0 / 720.0;
+    s = s * y + 1.0 / 120.0;
+    s = s * y + 1.0 / 24.0;
+    s = s * y + 1.0 / 6.0;
+    s = s * y + 0.5;
+    s = s * y + 1.0;
+    s = s * y;
+    double m = y < 1.0 ? s : k_exp(y) - 1.0;
+    return copysign(m / (m + 2.0), x);
+}
+
+/* float32 versions, in float arithmetic (8 lanes per AVX2 vector): each step rounds in float32
+ * as the NumPy path does.  exp is inf above 88.3 and 0 below -87.3 (2^k must stay a normal
+ * float), so a sigmoid below ~5e-39 (a float32 subnormal) is 0.  Polynomials fitted (relative least squares on Chebyshev nodes)
+ * to exp on [-ln2/2, ln2/2] (max relative error 1.8e-8 with these float coefficients) and
+ * to tanh(x)/x in x^2 on |x| < 1/2 (3.5e-9). */
+static inline float k_expf(float x)
+{
+    const float shift = 0x1.8p23f;
+    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    float xc = x > 88.3f ? 88.3f : x;
+    xc = xc < -87.3f ? -87.3f : xc;
+    float t = xc * 1.44269504f + shift;
+    float kd = t - shift;
+    uint32_t ki;
+    memcpy(&ki, &t, sizeof ki);
+    float r = (xc - kd * ln2_hi) - kd * ln2_lo;
+    float p = 0.00138294208f;
+    p = p * r + 0.0083747711f;
+    p = p * r + 0.0416683592f;
+    p = p * r + 0.166664213f;
+    p = p * r + 0.499999911f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t sb = (ki + 127u) << 23;
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    float res = p * scale;
+    res = x > 88.3f ? (float)INFINITY : res;
+    return x < -87.3f ? 0.0f : res;
+}
+
+static inline float k_sigmoidf(float x) { return 1.0f / (1.0f + k_expf(-x)); }
+
+/* tanh|x| = 1 - 2 / (exp(2|x|) + 1) for |x| >= 1/2 (no cancellation there), the fitted odd
+ * polynomial below; |x| > 9 gives +-1 (tanh(9) rounds to 1 in float32). */
+static inline float k_tanhf(float x)
+{
+    float ax = fabsf(x);
+    ax = ax > 9.0f ? 9.0f : ax;
+    float big = 1.0f - 2.0f / (k_expf(2.0f * ax) + 1.0f);
+    float z = ax * ax;
+    float q = -0.00660957908f;
+    q = q * z + 0.0212722924f;
+    q = q * z - 0.0538928881f;
+    q = q * z + 0.133328974f;
+    q = q * z - 0.333333254f;
+    q = q * z + 1.0f;
+    return copysignf(ax < 0.5f ? ax * q : big, x);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* arrays through the buffer protocol                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    Py_buffer v;
+    int held;            /* v must be released */
+    int present;         /* not None */
+    char *buf;
+    Py_ssize_t s0, s1;   /* byte strides */
+} Arr;
+
+typedef struct {
+    const char *kern;
+    int f32;             /* -1: not known yet */
+    Py_ssize_t rows;
+} Ctx;
+
+static int is_fmt(const char *fmt, char want)
+{
+    if (fmt == NULL)
+        return want == 'B';
+    if (fmt[0] == '@' || fmt[0] == '=')
+        fmt++;
+#if PY_LITTLE_ENDIAN
+    else if (fmt[0] == '<')
+        fmt++;
+#else
+    else if (fmt[0] == '>' || fmt[0] == '!')
+        fmt++;
+#endif
+    return fmt[0] == want && fmt[1] == '\0';
+}
+
+/* Get a 2-D float array of shape (ctx->rows, cols) (rows fixed by the first array seen).
+ * out: writable and C-contiguous.  optional: None is allowed (present = 0). */
+static int get_arr(Ctx *ctx, const char *name, PyObject *o, int out, int optional,
+                   Py_ssize_t cols, Arr *a)
+{
+    a->held = 0;
+    a->present = 0;
+    if (o == Py_None && optional)
+        return 0;
+    if (!PyObject_CheckBuffer(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a float32 or float64 array%s, got %.100s",
+                     ctx->kern, name, optional ? " or None" : "", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int flags = out ? (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT)
+                    : (PyBUF_STRIDES | PyBUF_FORMAT);
+    if (PyObject_GetBuffer(o, &a->v, flags) < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_Format(PyExc_ValueError, "%s: %s must be %s float32 or float64 array (%S)",
+                     ctx->kern, name, out ? "a writable, C-contiguous" : "a", value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    a->held = 1;
+    int f32;
+    if (a->v.itemsize == 4 && is_fmt(a->v.format, 'f'))
+        f32 = 1;
+    else if (a->v.itemsize == 8 && is_fmt(a->v.format, 'd'))
+        f32 = 0;
+    else {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be float32 or float64, got buffer format '%s'",
+                     ctx->kern, name, a->v.format ? a->v.format : "B");
+        return -1;
+    }
+    if (ctx->f32 < 0)
+        ctx->f32 = f32;
+    else if (ctx->f32 != f32) {
+        PyErr_Format(PyExc_TypeError, "%s: %s is %s but the other arrays are %s", ctx->kern, name,
+                     f32 ? "float32" : "float64", ctx->f32 ? "float32" : "float64");
+        return -1;
+    }
+    if (a->v.ndim != 2) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be 2-D (rows, %zd), got %d-D", ctx->kern,
+                     name, cols, a->v.ndim);
+        return -1;
+    }
+    if (ctx->rows < 0)
+        ctx->rows = a->v.shape[0];
+    if (a->v.shape[0] != ctx->rows || a->v.shape[1] != cols) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have shape (%zd, %zd), got (%zd, %zd)",
+                     ctx->kern, name, ctx->rows, cols, a->v.shape[0], a->v.shape[1]);
+        return -1;
+    }
+    a->buf = (char *)a->v.buf;
+    a->s0 = a->v.strides[0];
+    a->s1 = a->v.strides[1];
+    Py_ssize_t isz = a->v.itemsize;
+    if (((uintptr_t)a->buf) % (uintptr_t)isz || a->s0 % isz || a->s1 % isz) {
+        PyErr_Format(PyExc_ValueError, "%s: %s is not aligned to its element size", ctx->kern, name);
+        return -1;
+    }
+    a->present = 1;
+    return 0;
+}
+
+static void release(Arr *arrs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (arrs[i].held)
+            PyBuffer_Release(&arrs[i].v);
+}
+
+/* per-call row buffers: n elements of the arrays' type */
+static void *scratch(Py_ssize_t n, int f32)
+{
+    void *p = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * (f32 ? sizeof(float) : sizeof(double)));
+    if (p == NULL)
+        PyErr_NoMemory();
+    return p;
+}
+
+static int check_nargs(const char *kern, Py_ssize_t nargs, Py_ssize_t want, const char *sig)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s(%s) takes %zd arguments, got %zd", kern, sig, want, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+/* hidden size from the width of a gate block (k gates) */
+static int gate_width(Ctx *ctx, const char *name, PyObject *o, int k, Py_ssize_t *hsz)
+{
+    Py_buffer v;
+    if (!PyObject_CheckBuffer(o) || PyObject_GetBuffer(o, &v, PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a 2-D float32 or float64 array, got %.100s",
+                     ctx->kern, name, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int ok = v.ndim == 2 && v.shape[1] % k == 0;
+    Py_ssize_t w = v.ndim == 2 ? v.shape[1] : -1;
+    int nd = v.ndim;
+    PyBuffer_Release(&v);
+    if (!ok) {
+        if (nd != 2)
+            PyErr_Format(PyExc_ValueError, "%s: %s must be 2-D (rows, %d * hidden), got %d-D",
+                         ctx->kern, name, k, nd);
+        else
+            PyErr_Format(PyExc_ValueError, "%s: %s has %zd columns, not a multiple of %d gates",
+                         ctx->kern, name, w, k);
+        return -1;
+    }
+    *hsz = w / k;
+    return 0;
+}
+
+#define BEGIN_LOOP(work) PyThreadState *_ts = NULL; if ((work) >= GIL_FREE_ELEMENTS) _ts = PyEval_SaveThread();
+#define END_LOOP() if (_ts) PyEval_RestoreThread(_ts);
+
+
+/* ------------------------------------------------------------------------------------ */
+/* the per-dtype row loops: this file again, twice                                        */
+/* ------------------------------------------------------------------------------------ */
+
+#define KERNEL_T double
+#define KSFX d
+#define KEXP k_exp
+#define KSIG k_sigmoid
+#define KTANH k_tanh_d
+#define KLOGI k_logistic
+#include "_kernels.c"
+#undef KERNEL_T
+#undef KSFX
+#undef KEXP
+#undef KSIG
+#undef KTANH
+#undef KLOGI
+
+#define KERNEL_T float
+#define KSFX f
+#define KEXP k_expf
+#define KSIG k_sigmoidf
+#define KTANH k_tanhf
+#define KLOGI k_sigmoidf
+#include "_kernels.c"
+#undef KERNEL_T
+
+/* ------------------------------------------------------------------------------------ */
+/* the Python functions: argument checks, then one call of a row loop                    */
+/* ------------------------------------------------------------------------------------ */
+
+typedef void (*RowLoop)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *buf);
+
+typedef struct {
+    const char *name;
+    int out;             /* writable, C-contiguous output */
+    int optional;        /* None allowed */
+    int width;           /* columns, in units of the hidden size */
+} ArgSpec;
+
+typedef struct {
+    const char *kern, *sig;
+    int narr;            /* array arguments (a trailing bool flag comes after them if flag < 0) */
+    ArgSpec args[8];
+    int shape_arg;       /* the argument whose width fixes the hidden size (and rows) */
+    int gates;           /* its width in units of the hidden size */
+    int flag;            /* -1: read from the last argument; else this constant */
+    int scratch;         /* row buffer, in units of the hidden size */
+    RowLoop fd, ff;
+} KernSpec;
+
+static PyObject *run_kernel(const KernSpec *ks, PyObject *const *args, Py_ssize_t nargs)
+{
+    Ctx ctx = {ks->kern, -1, -1};
+    Arr a[8];
+    Py_ssize_t H;
+    memset(a, 0, sizeof a);
+    if (check_nargs(ks->kern, nargs, ks->narr + (ks->flag < 0), ks->sig) < 0
+        || gate_width(&ctx, ks->args[ks->shape_arg].name, args[ks->shape_arg], ks->gates, &H) < 0)
+        return NULL;
+    int flag = ks->flag;
+    if (flag < 0 && (flag = PyObject_IsTrue(args[ks->narr])) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    void *buf = NULL;
+    const ArgSpec *sp = &ks->args[ks->shape_arg];
+    if (get_arr(&ctx, sp->name, args[ks->shape_arg], sp->out, 0, sp->width * H,
+                &a[ks->shape_arg]) < 0)
+        goto done;
+    for (int k = 0; k < ks->narr; k++) {
+        sp = &ks->args[k];
+        if (k != ks->shape_arg
+            && get_arr(&ctx, sp->name, args[k], sp->out, sp->optional, sp->width * H, &a[k]) < 0)
+            goto done;
+    }
+    if ((buf = scratch(ks->scratch * H, ctx.f32)) == NULL)
+        goto done;
+    {
+        BEGIN_LOOP(ctx.rows * ks->gates * H)
+        (ctx.f32 ? ks->ff : ks->fd)(flag, ctx.rows, H, a, buf);
+        END_LOOP()
+    }
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(buf);
+    release(a, ks->narr);
+    return res;
+}
+
+static const KernSpec K_LSTM_FWD = {
+    "lstm_forward", "hw, xw, c_prev, acts, c, h", 6,
+    {{"hw", 0, 0, 4}, {"xw", 0, 1, 4}, {"c_prev", 0, 0, 1}, {"acts", 1, 0, 4}, {"c", 1, 0, 1},
+     {"h", 1, 0, 1}},
+    3, 4, 0, 7, lstm_fwd_d, lstm_fwd_f};
+static const KernSpec K_LSTM_BWD = {
+    "lstm_backward", "dh, ghs, dc, acts, c, c_prev, dgates, dc_prev", 8,
+    {{"dh", 0, 0, 1}, {"ghs", 0, 1, 1}, {"dc", 0, 0, 1}, {"acts", 0, 0, 4}, {"c", 0, 0, 1},
+     {"c_prev", 0, 0, 1}, {"dgates", 1, 0, 4}, {"dc_prev", 1, 0, 1}},
+    6, 4, 0, 13, lstm_bwd_d, lstm_bwd_f};
+static const KernSpec K_GRU_FWD = {
+    "gru_forward", "hw, xw, bias, h_prev, acts, hwn, h", 7,
+    {{"hw", 0, 0, 3}, {"xw", 0, 0, 3}, {"bias", 0, 1, 3}, {"h_prev", 0, 0, 1}, {"acts", 1, 0, 3},
+     {"hwn", 1, 0, 1}, {"h", 1, 0, 1}},
+    4, 3, 0, 11, gru_fwd_d, gru_fwd_f};
+static const KernSpec K_GRU_BWD = {
+    "gru_backward", "dh, ghs, acts, hwn, h_prev, dxw, dhw, dhz", 8,
+    {{"dh", 0, 0, 1}, {"ghs", 0, 1, 1}, {"acts", 0, 0, 3}, {"hwn", 0, 0, 1}, {"h_prev", 0, 0, 1},
+     {"dxw", 1, 0, 3}, {"dhw", 1, 0, 3}, {"dhz", 1, 0, 1}},
+    5, 3, 0, 13, gru_bwd_d, gru_bwd_f};
+static const KernSpec K_RNN_FWD = {
+    "rnn_forward", "hw, xw, h, relu", 3,
+    {{"hw", 0, 0, 1}, {"xw", 0, 1, 1}, {"h", 1, 0, 1}},
+    2, 1, -1, 1, rnn_fwd_d, rnn_fwd_f};
+static const KernSpec K_RNN_BWD = {
+    "rnn_backward", "dh, ghs, h, d, relu", 4,
+    {{"dh", 0, 0, 1}, {"ghs", 0, 1, 1}, {"h", 0, 0, 1}, {"d", 1, 0, 1}},
+    3, 1, -1, 2, rnn_bwd_d, rnn_bwd_f};
+static const KernSpec K_CELL_STATE = {
+    "lstm_cell_state", "gates, c, out", 3,
+    {{"gates", 0, 0, 4}, {"c", 0, 0, 1}, {"out", 1, 0, 1}},
+    0, 4, 0, 6, cell_d, cell_f};
+static const KernSpec K_CELL_HIDDEN = {
+    "lstm_cell_hidden", "gates, c, out", 3,
+    {{"gates", 0, 0, 4}, {"c", 0, 0, 1}, {"out", 1, 0, 1}},
+    0, 4, 1, 6, cell_d, cell_f};
+static const KernSpec K_CELL_STATE_VJP = {
+    "lstm_cell_state_vjp", "gr, gates, c, dgates, dc", 5,
+    {{"gr", 0, 0, 1}, {"gates", 0, 0, 4}, {"c", 0, 0, 1}, {"dgates", 1, 1, 4}, {"dc", 1, 1, 1}},
+    1, 4, 0, 11, cell_vjp_d, cell_vjp_f};
+static const KernSpec K_CELL_HIDDEN_VJP = {
+    "lstm_cell_hidden_vjp", "gr, gates, c, dgates, dc", 5,
+    {{"gr", 0, 0, 1}, {"gates", 0, 0, 4}, {"c", 0, 0, 1}, {"dgates", 1, 1, 4}, {"dc", 1, 1, 1}},
+    1, 4, 1, 11, cell_vjp_d, cell_vjp_f};
+
+#define WRAP(fn, spec) \
+    static PyObject *fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) \
+    { return run_kernel(&spec, args, nargs); }
+WRAP(py_lstm_forward, K_LSTM_FWD)
+WRAP(py_lstm_backward, K_LSTM_BWD)
+WRAP(py_gru_forward, K_GRU_FWD)
+WRAP(py_gru_backward, K_GRU_BWD)
+WRAP(py_rnn_forward, K_RNN_FWD)
+WRAP(py_rnn_backward, K_RNN_BWD)
+WRAP(py_lstm_cell_state, K_CELL_STATE)
+WRAP(py_lstm_cell_hidden, K_CELL_HIDDEN)
+WRAP(py_lstm_cell_state_vjp, K_CELL_STATE_VJP)
+WRAP(py_lstm_cell_hidden_vjp, K_CELL_HIDDEN_VJP)
+
+/* unary(name, x, out): name is 'exp', 'tanh' or 'sigmoid' */
+static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("unary", nargs, 3, "name, x, out") < 0)
+        return NULL;
+    const char *name = PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8(args[0]) : NULL;
+    int op = !name ? -1 : !strcmp(name, "exp") ? 0 : !strcmp(name, "tanh") ? 1
+             : !strcmp(name, "sigmoid") ? 2 : -1;
+    if (op < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "unary: name must be 'exp', 'tanh' or 'sigmoid'");
+        return NULL;
+    }
+    static const KernSpec spec = {
+        "unary", "name, x, out", 2, {{"x", 0, 0, 1}, {"out", 1, 0, 1}}, 1, 1, 0, 1,
+        unary_d, unary_f};
+    KernSpec ks = spec;
+    ks.flag = op;
+    return run_kernel(&ks, args + 1, nargs - 1);
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+static PyMethodDef methods[] = {
+    {"lstm_forward", (PyCFunction)(void (*)(void))py_lstm_forward, METH_FASTCALL,
+     "lstm_forward(hw, xw, c_prev, acts, c, h): one LSTM step's pointwise math.\n\n"
+     "acts (B, 4H) <- sigmoid/tanh of hw + xw (gate order i, f, g, o; xw may be None);\n"
+     "c (B, H) <- f * c_prev + i * g; h (B, H) <- tanh(c) * o."},
+    {"lstm_backward", (PyCFunction)(void (*)(void))py_lstm_backward, METH_FASTCALL,
+     "lstm_backward(dh, ghs, dc, acts, c, c_prev, dgates, dc_prev): one step of BPTT.\n\n"
+     "dh + ghs (ghs may be None) is the gradient of h, dc that of c; writes the gradient of\n"
+     "the pre-activation gates (B, 4H) and of c_prev (B, H)."},
+    {"gru_forward", (PyCFunction)(void (*)(void))py_gru_forward, METH_FASTCALL,
+     "gru_forward(hw, xw, bias, h_prev, acts, hwn, h): one GRU step (gate order r, z, n).\n\n"
+     "With hw' = hw + bias (b_hh; bias may be None): acts <- (r, z, n); hwn <- hw'[:, 2H:];\n"
+     "h <- (h_prev - n) * z + n."},
+    {"gru_backward", (PyCFunction)(void (*)(void))py_gru_backward, METH_FASTCALL,
+     "gru_backward(dh, ghs, acts, hwn, h_prev, dxw, dhw, dhz): one GRU step of BPTT.\n\n"
+     "dxw, dhw (B, 3H) <- gradients of xw and hw; dhz (B, H) <- (dh + ghs) * z."},
+    {"rnn_forward", (PyCFunction)(void (*)(void))py_rnn_forward, METH_FASTCALL,
+     "rnn_forward(hw, xw, h, relu): h <- tanh(hw + xw) (relu: max(hw + xw, 0))."},
+    {"rnn_backward", (PyCFunction)(void (*)(void))py_rnn_backward, METH_FASTCALL,
+     "rnn_backward(dh, ghs, h, d, relu): d <- (dh + ghs) * (1 - h^2) (relu: * (h > 0))."},
+    {"lstm_cell_state", (PyCFunction)(void (*)(void))py_lstm_cell_state, METH_FASTCALL,
+     "lstm_cell_state(gates, c, out): out <- sigmoid(f) * c + sigmoid(i) * tanh(g)."},
+    {"lstm_cell_hidden", (PyCFunction)(void (*)(void))py_lstm_cell_hidden, METH_FASTCALL,
+     "lstm_cell_hidden(gates, c, out): out <- sigmoid(o) * tanh(c)."},
+    {"lstm_cell_state_vjp", (PyCFunction)(void (*)(void))py_lstm_cell_state_vjp, METH_FASTCALL,
+     "lstm_cell_state_vjp(gr, gates, c, dgates, dc): gradients of lstm_cell_state's inputs."},
+    {"lstm_cell_hidden_vjp", (PyCFunction)(void (*)(void))py_lstm_cell_hidden_vjp, METH_FASTCALL,
+     "lstm_cell_hidden_vjp(gr, gates, c, dgates, dc): gradients of lstm_cell_hidden's inputs."},
+    {"unary", (PyCFunction)(void (*)(void))py_unary, METH_FASTCALL,
+     "unary(name, x, out): out <- exp / tanh / sigmoid of x with the kernels' own math."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "dyngraph._kernels",
+    "Fused pointwise gate kernels for dyngraph's recurrent layers (see dyngraph/_kernels.c).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+
+#else   /* ---- KERNEL_T defined: the row loops for one dtype (included twice, above) ---- */
+
+#define T KERNEL_T
+#define NM3(x, s) x##_##s
+#define NM2(x, s) NM3(x, s)
+#define NM(x) NM2(x, KSFX)
+
+/* row `row`, columns [col0, col0 + n) of a into dst */
+static inline void NM(gather)(const Arr *a, Py_ssize_t row, Py_ssize_t col0, Py_ssize_t n,
+                              T *restrict dst)
+{
+    const char *base = a->buf + row * a->s0 + col0 * a->s1;
+    Py_ssize_t s = a->s1;
+    if (s == (Py_ssize_t)sizeof(T))
+        memcpy(dst, base, (size_t)n * sizeof(T));
+    else
+        for (Py_ssize_t j = 0; j < n; j++)
+            dst[j] = *(const T *)(base + j * s);
+}
+
+/* the same, adding into dst (dst + a, as the NumPy path's `+=`) */
+static inline void NM(gather_add)(const Arr *a, Py_ssize_t row, Py_ssize_t n, T *restrict dst)
+{
+    const char *base = a->buf + row * a->s0;
+    Py_ssize_t s = a->s1;
+    if (s == (Py_ssize_t)sizeof(T)) {
+        const T *src = (const T *)base;
+        for (Py_ssize_t j = 0; j < n; j++)
+            dst[j] += src[j];
+    } else
+        for (Py_ssize_t j = 0; j < n; j++)
+            dst[j] += *(const T *)(base + j * s);
+}
+
+/* src into row `row` of the C-contiguous output a, columns [col0, col0 + n) */
+static inline void NM(scatter)(const Arr *a, Py_ssize_t row, Py_ssize_t col0, Py_ssize_t n,
+                               const T *restrict src)
+{
+    memcpy((T *)(a->buf + row * a->s0) + col0, src, (size_t)n * sizeof(T));
+}
+
+/* ---- LSTM (gate order i, f, g, o) ---- */
+
+/* one row: p = pre-activations (4H) -> activations in place; c = f * cp + i * g;
+ * h = tanh(c) * o */
+static inline void NM(lstm_fwd_row)(Py_ssize_t H, T *restrict p, const T *restrict cp,
+                                    T *restrict c, T *restrict h)
+{
+    for (Py_ssize_t j = 0; j < H; j++) {
+        T i = KSIG(p[j]), f = KSIG(p[H + j]), g = KTANH(p[2 * H + j]), o = KSIG(p[3 * H + j]);
+        p[j] = i;
+        p[H + j] = f;
+        p[2 * H + j] = g;
+        p[3 * H + j] = o;
+        T cn = f * cp[j] + i * g;
+        c[j] = cn;
+        h[j] = KTANH(cn) * o;
+    }
+}
+
+/* a: hw, xw (or None), c_prev, acts, c, h */
+KCLONES static void NM(lstm_fwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *p = (T *)vbuf, *cpb = p + 4 * H, *cb = cpb + H, *hb = cb + H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, 4 * H, p);
+        if (a[1].present)
+            NM(gather_add)(&a[1], b, 4 * H, p);
+        NM(gather)(&a[2], b, 0, H, cpb);
+        NM(lstm_fwd_row)(H, p, cpb, cb, hb);
+        NM(scatter)(&a[3], b, 0, 4 * H, p);
+        NM(scatter)(&a[4], b, 0, H, cb);
+        NM(scatter)(&a[5], b, 0, H, hb);
+    }
+}
+
+/* one row of back-propagation through a step (the NumPy path's factors, per element):
+ * dfull = dh (+ ghs); d_o = dfull * (tc * (o (1 - o)));
+ * dct = dfull * (o (1 - tc^2)) + dc; d_i = dct * (g (i (1 - i)));
+ * d_f = dct * (cp (f (1 - f))); d_g = dct * (i (1 - g^2)); dc_prev = dct * f */
+static inline void NM(lstm_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict dc,
+                                    const T *restrict a, const T *restrict c,
+                                    const T *restrict cp, T *restrict dg, T *restrict dcp)
+{
+    const T one = 1;
+    for (Py_ssize_t j = 0; j < H; j++) {
+        T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+        T tc = KTANH(c[j]), d = dh[j];
+        dg[3 * H + j] = d * (tc * (o * (one - o)));
+        T dct = d * (o * (one - tc * tc)) + dc[j];
+        dg[j] = dct * (g * (i * (one - i)));
+        dg[H + j] = dct * (cp[j] * (f * (one - f)));
+        dg[2 * H + j] = dct * (i * (one - g * g));
+        dcp[j] = dct * f;
+    }
+}
+
+/* a: dh, ghs (or None), dc, acts, c, c_prev, dgates, dc_prev */
+KCLONES static void NM(lstm_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *dhb = (T *)vbuf, *dcb = dhb + H, *ab = dcb + H, *cb = ab + 4 * H, *cpb = cb + H;
+    T *dgb = cpb + H, *dcpb = dgb + 4 * H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, dhb);
+        if (a[1].present)
+            NM(gather_add)(&a[1], b, H, dhb);
+        NM(gather)(&a[2], b, 0, H, dcb);
+        NM(gather)(&a[3], b, 0, 4 * H, ab);
+        NM(gather)(&a[4], b, 0, H, cb);
+        NM(gather)(&a[5], b, 0, H, cpb);
+        NM(lstm_bwd_row)(H, dhb, dcb, ab, cb, cpb, dgb, dcpb);
+        NM(scatter)(&a[6], b, 0, 4 * H, dgb);
+        NM(scatter)(&a[7], b, 0, H, dcpb);
+    }
+}
+
+/* ---- GRU (gate order r, z, n; hw = h W_hh^T + b_hh, so b_hn sits inside r * (...)) ---- */
+
+/* r, z = sigmoid(x + hw); n = tanh(r * hw_n + x_n); h = (hp - n) * z + n */
+static inline void NM(gru_fwd_row)(Py_ssize_t H, const T *restrict x, const T *restrict hw,
+                                   const T *restrict hp, T *restrict a, T *restrict h)
+{
+    for (Py_ssize_t j = 0; j < H; j++) {
+        T r = KSIG(x[j] + hw[j]), z = KSIG(x[H + j] + hw[H + j]);
+        T n = KTANH(r * hw[2 * H + j] + x[2 * H + j]);
+        a[j] = r;
+        a[H + j] = z;
+        a[2 * H + j] = n;
+        h[j] = (hp[j] - n) * z + n;
+    }
+}
+
+/* a: hw, xw, bias (or None; added to hw, so hw_n includes b_hn), h_prev, acts, hwn, h */
+KCLONES static void NM(gru_fwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *hwb = (T *)vbuf, *xb = hwb + 3 * H, *hpb = xb + 3 * H, *ab = hpb + H, *hb = ab + 3 * H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, 3 * H, hwb);
+        if (a[2].present)
+            NM(gather_add)(&a[2], b, 3 * H, hwb);
+        NM(gather)(&a[1], b, 0, 3 * H, xb);
+        NM(gather)(&a[3], b, 0, H, hpb);
+        NM(gru_fwd_row)(H, xb, hwb, hpb, ab, hb);
+        NM(scatter)(&a[4], b, 0, 3 * H, ab);
+        NM(scatter)(&a[5], b, 0, H, hwb + 2 * H);
+        NM(scatter)(&a[6], b, 0, H, hb);
+    }
+}
+
+/* dn = (dh (1 - z)) (1 - n^2); dz = ((hp - n) dh) (z (1 - z)); dr = (dn hw_n) (r (1 - r));
+ * dxw = (dr, dz, dn), dhw = (dr, dz, dn r), dhz = dh z */
+static inline void NM(gru_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict a,
+                                   const T *restrict hwn, const T *restrict hp, T *restrict dx,
+                                   T *restrict dw, T *restrict dhz)
+{
+    const T one = 1;
+    for (Py_ssize_t j = 0; j < H; j++) {
+        T r = a[j], z = a[H + j], n = a[2 * H + j], d = dh[j];
+        T dn = (d * (one - z)) * (one - n * n);
+        T dz = ((hp[j] - n) * d) * (z * (one - z));
+        T dr = (dn * hwn[j]) * (r * (one - r));
+        dx[j] = dr;
+        dx[H + j] = dz;
+        dx[2 * H + j] = dn;
+        dw[j] = dr;
+        dw[H + j] = dz;
+        dw[2 * H + j] = dn * r;
+        dhz[j] = d * z;
+    }
+}
+
+/* a: dh, ghs (or None), acts, hwn, h_prev, dxw, dhw, dhz */
+KCLONES static void NM(gru_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *dhb = (T *)vbuf, *ab = dhb + H, *hwnb = ab + 3 * H, *hpb = hwnb + H, *dxb = hpb + H;
+    T *dwb = dxb + 3 * H, *dhzb = dwb + 3 * H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, dhb);
+        if (a[1].present)
+            NM(gather_add)(&a[1], b, H, dhb);
+        NM(gather)(&a[2], b, 0, 3 * H, ab);
+        NM(gather)(&a[3], b, 0, H, hwnb);
+        NM(gather)(&a[4], b, 0, H, hpb);
+        NM(gru_bwd_row)(H, dhb, ab, hwnb, hpb, dxb, dwb, dhzb);
+        NM(scatter)(&a[5], b, 0, 3 * H, dxb);
+        NM(scatter)(&a[6], b, 0, 3 * H, dwb);
+        NM(scatter)(&a[7], b, 0, H, dhzb);
+    }
+}
+
+/* ---- Elman RNN: h = act(hw + xw); backward (dh + ghs) (1 - h^2) or (dh + ghs) (h > 0) ---- */
+
+/* a: hw, xw (or None), h */
+KCLONES static void NM(rnn_fwd)(int relu, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *p = (T *)vbuf;
+    const T zero = 0;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, p);
+        if (a[1].present)
+            NM(gather_add)(&a[1], b, H, p);
+        if (relu)
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = p[j] < zero ? zero : p[j];   /* NaN stays NaN, as in np.maximum */
+        else
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = KTANH(p[j]);
+        NM(scatter)(&a[2], b, 0, H, p);
+    }
+}
+
+/* a: dh, ghs (or None), h, d */
+KCLONES static void NM(rnn_bwd)(int relu, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *dhb = (T *)vbuf, *hb = dhb + H;
+    const T one = 1, zero = 0;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, dhb);
+        if (a[1].present)
+            NM(gather_add)(&a[1], b, H, dhb);
+        NM(gather)(&a[2], b, 0, H, hb);
+        if (relu)
+            for (Py_ssize_t j = 0; j < H; j++)
+                dhb[j] = dhb[j] * (hb[j] > zero ? one : zero);
+        else
+            for (Py_ssize_t j = 0; j < H; j++)
+                dhb[j] = dhb[j] * (one - hb[j] * hb[j]);
+        NM(scatter)(&a[3], b, 0, H, dhb);
+    }
+}
+
+/* ---- nn.LSTMCell's two nodes (ops/rnn.py lstm_cell_state_p / lstm_cell_hidden_p) ---- */
+
+/* which: 0 = state  c' = sig(f) * c + sig(i) * tanh(g);  1 = hidden  h' = sig(o) * tanh(c).
+ * a: gates, c, out */
+KCLONES static void NM(cell)(int which, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *gb = (T *)vbuf, *cb = gb + 4 * H, *ob = cb + H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[1], b, 0, H, cb);
+        if (which == 0) {
+            NM(gather)(&a[0], b, 0, 3 * H, gb);
+            for (Py_ssize_t j = 0; j < H; j++)
+                ob[j] = KLOGI(gb[H + j]) * cb[j] + KLOGI(gb[j]) * KTANH(gb[2 * H + j]);
+        } else {
+            NM(gather)(&a[0], b, 3 * H, H, gb);
+            for (Py_ssize_t j = 0; j < H; j++)
+                ob[j] = KLOGI(gb[j]) * KTANH(cb[j]);
+        }
+        NM(scatter)(&a[2], b, 0, H, ob);
+    }
+}
+
+/* Vector-Jacobian products of the two cell nodes for an output gradient gr (B, H); either
+ * output may be None.
+ * state:  dgates = (((gr t) si)(1 - si), ((gr c) sf)(1 - sf), (gr si)(1 - t^2), 0), dc = gr sf
+ * hidden: dgates = (0, 0, 0, ((gr tanh(c)) so)(1 - so)), dc = (gr so)(1 - tanh(c)^2)
+ * a: gr, gates, c, dgates, dc */
+KCLONES static void NM(cell_vjp)(int which, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *grb = (T *)vbuf, *gb = grb + H, *cb = gb + 4 * H, *dgb = cb + H, *dcb = dgb + 4 * H;
+    const T one = 1, zero = 0;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, grb);
+        NM(gather)(&a[2], b, 0, H, cb);
+        if (which == 0) {
+            NM(gather)(&a[1], b, 0, 3 * H, gb);
+            for (Py_ssize_t j = 0; j < H; j++) {
+                T si = KLOGI(gb[j]), sf = KLOGI(gb[H + j]), t = KTANH(gb[2 * H + j]), g = grb[j];
+                dgb[j] = ((g * t) * si) * (one - si);
+                dgb[H + j] = ((g * cb[j]) * sf) * (one - sf);
+                dgb[2 * H + j] = (g * si) * (one - t * t);
+                dgb[3 * H + j] = zero;
+                dcb[j] = g * sf;
+            }
+        } else {
+            NM(gather)(&a[1], b, 3 * H, H, gb);
+            for (Py_ssize_t j = 0; j < H; j++) {
+                T so = KLOGI(gb[j]), t = KTANH(cb[j]), g = grb[j];
+                dgb[j] = dgb[H + j] = dgb[2 * H + j] = zero;
+                dgb[3 * H + j] = ((g * t) * so) * (one - so);
+                dcb[j] = (g * so) * (one - t * t);
+            }
+        }
+        if (a[3].present)
+            NM(scatter)(&a[3], b, 0, 4 * H, dgb);
+        if (a[4].present)
+            NM(scatter)(&a[4], b, 0, H, dcb);
+    }
+}
+
+/* ---- exp / tanh / sigmoid of a 2-D array with the kernels' own math (for the tests) ---- */
+
+/* a: x, out */
+KCLONES static void NM(unary)(int op, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *p = (T *)vbuf;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        NM(gather)(&a[0], b, 0, H, p);
+        if (op == 0)
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = KEXP(p[j]);
+        else if (op == 1)
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = KTANH(p[j]);
+        else
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = KSIG(p[j]);
+        NM(scatter)(&a[1], b, 0, H, p);
+    }
+}
+
+#undef T
+#undef NM
+#undef NM2
+#undef NM3
+
+#endif   /* KERNEL_T */
