@@ -155,11 +155,11 @@ static inline float k_expf(float x)
 static inline float k_sigmoidf(float x) { return 1.0f / (1.0f + k_expf(-x)); }
 
 /* tanh|x| = 1 - 2 / (exp(2|x|) + 1) for |x| >= 1/2 (no cancellation there), the fitted odd
- * polynomial below; |x| > 9 gives +-1 (tanh(9) rounds to 1 in float32). */
+ * polynomial below; |x| > 10 gives +-1 (tanh(x) rounds to 1 in float32 above 9.02). */
 static inline float k_tanhf(float x)
 {
     float ax = fabsf(x);
-    ax = ax > 9.0f ? 9.0f : ax;
+    ax = ax > 10.0f ? 10.0f : ax;
     float big = 1.0f - 2.0f / (k_expf(2.0f * ax) + 1.0f);
     float z = ax * ax;
     float q = -0.00660957908f;
