@@ -25,6 +25,9 @@ static PyObject *State = NULL;          /* the thread-local dispatch state */
 static PyObject *SlowBind = NULL;       /* registry._bind_py */
 static PyObject *OpError = NULL;        /* registry._op_error */
 static PyObject *MetaType = NULL;       /* autograd.graph.Meta */
+/* Meta's two slots: the C path fills them directly (as Meta.__init__ does) instead of calling
+   the class, which runs a Python __init__ frame per input of every meta=True call */
+static Py_ssize_t m_shape, m_dtype;
 static PyObject *AsArray = NULL;        /* registry._as_array */
 static PyObject *Finish = NULL;         /* registry._finish: the tail of bind after the forward */
 static PyObject *MarkView = NULL;       /* registry._mark_view: views the fast checks cannot decide */
@@ -32,18 +35,26 @@ static PyObject *MarkView = NULL;       /* registry._mark_view: views the fast c
    Comparing the dtype's class is one pointer test per input instead of reading dtype.kind. */
 static PyTypeObject *Bf16DTypeType = NULL;
 static PyObject *ZERO = NULL, *ONE = NULL;
+/* NumPy's FP-report context variable and its "all off" value (registry._FP_STATE/_FP_QUIET);
+   NULL on NumPy 1.x.  A primitive whose forward is ops/_util.py's quiet_fp wrapper keeps the
+   wrapped function in its _quiet_impl slot, and bind sets the variable around that function
+   itself: the wrapper's work without its Python frame. */
+static PyObject *FpVar = NULL, *FpQuiet = NULL;
+/* NumPy's array/dtype fields are read directly (check_layout's probe agreed); numpy.dtype */
+static int layout_ok = 0;
+static PyTypeObject *DescrType = NULL;
 
 /* every slot of Tensor and Node (read from __slots__ at set-up): new objects start with
    all of them None, so a slot added in Python needs no change here */
 #define MAX_SLOTS 32
-static Py_ssize_t tensor_slots[MAX_SLOTS], node_slots[MAX_SLOTS];
-static int n_tensor_slots = 0, n_node_slots = 0;
+static Py_ssize_t tensor_slots[MAX_SLOTS], node_slots[MAX_SLOTS], meta_slots[MAX_SLOTS];
+static int n_tensor_slots = 0, n_node_slots = 0, n_meta_slots = 0;
 
 /* slot offsets of the slots this file reads or writes by name */
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
-static Py_ssize_t p_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
+static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
     p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
     p_vjp_argnum;
 static PyTypeObject *PrimitiveType = NULL;
@@ -112,11 +123,18 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
     Py_XDECREF(old);
 }
 
+static int check_layout(void);
+
 static PyObject *setup(PyObject *self, PyObject *args) {
     PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray, *finish, *markview;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
-                          &meta, &asarray, &finish, &markview))
+    PyObject *fpvar, *fpquiet;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
+                          &meta, &asarray, &finish, &markview, &fpvar, &fpquiet))
         return NULL;
+    if (fpvar != Py_None && !PyContextVar_CheckExact(fpvar)) {
+        PyErr_SetString(PyExc_TypeError, "_speedups.setup: the FP state must be a ContextVar or None");
+        return NULL;
+    }
     if (all_slots(tensor, tensor_slots, &n_tensor_slots) < 0) return NULL;
     if (all_slots(node, node_slots, &n_node_slots) < 0) return NULL;
     const char *tn[] = {"_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks"};
@@ -129,21 +147,40 @@ static PyObject *setup(PyObject *self, PyObject *args) {
                         &n_out, &n_in_meta, &n_n_out};
     for (int i = 0; i < 9; i++)
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
-    const char *pn[] = {"impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
+    const char *pn[] = {"_impl", "_quiet_impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
                         "vjp_rules", "save_for", "vjp_argnum"};
-    Py_ssize_t *po[] = {&p_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
+    Py_ssize_t *po[] = {&p_impl, &p_quiet_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
                         &p_is_view, &p_differentiable, &p_nondiff, &p_save_inputs,
                         &p_save_output, &p_meta, &p_vjp_rules, &p_save_for, &p_vjp_argnum};
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 15; i++)
         if (slot_offset(prim, pn[i], po[i]) < 0) return NULL;
+    if (fpvar == Py_None) {
+        Py_CLEAR(FpVar);
+        Py_CLEAR(FpQuiet);
+    } else {
+        Py_XSETREF(FpVar, Py_NewRef(fpvar));
+        Py_XSETREF(FpQuiet, Py_NewRef(fpquiet));
+    }
     Py_XSETREF(PrimitiveType, (PyTypeObject *)Py_NewRef(prim));
     Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
     Py_XSETREF(NodeType, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(ArrayType, (PyTypeObject *)Py_NewRef(array));
+    /* ndarray/dtype fields read directly when the probe agrees (see check_layout) */
+    layout_ok = 0;
+    int lay = check_layout();
+    if (lay < 0) return NULL;
+    layout_ok = lay;
     Py_XSETREF(State, Py_NewRef(state));
     Py_XSETREF(SlowBind, Py_NewRef(slow));
     Py_XSETREF(OpError, Py_NewRef(operr));
+    if (!PyType_Check(meta)) {
+        PyErr_SetString(PyExc_TypeError, "_speedups.setup: Meta must be a class");
+        return NULL;
+    }
+    if (all_slots(meta, meta_slots, &n_meta_slots) < 0 || slot_offset(meta, "shape", &m_shape) < 0 ||
+        slot_offset(meta, "dtype", &m_dtype) < 0)
+        return NULL;
     Py_XSETREF(MetaType, Py_NewRef(meta));
     Py_XSETREF(AsArray, Py_NewRef(asarray));
     Py_XSETREF(Finish, Py_NewRef(finish));
@@ -166,8 +203,135 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* --- NumPy array and dtype fields ------------------------------------------------------------
+ * The leading fields of NumPy's array object and dtype (PyArrayObject_fields and
+ * PyArray_Descr in numpy/ndarraytypes.h).  They are part of NumPy's binary interface -- every
+ * compiled extension reads them through NumPy's own macros -- and the same in NumPy 1.x and 2.x.
+ * This file is built without NumPy's headers, so setup() checks the layout against a probe
+ * array (ndim, shape, base, dtype and its kind read both ways) and, only when everything
+ * agrees, reads dtype/shape/base/kind from the fields instead of through attribute look-ups
+ * (each a generic getattr, ~30 ns, and .shape builds a tuple); otherwise the attribute path
+ * runs as before. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} np_array_head;
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *typeobj;
+    char kind;
+    char type;
+    char byteorder;
+} np_descr_head;
+
+
+#define ARR(a) ((np_array_head *)(a))
+
 /* kind character of an ndarray's dtype ('f', 'i', 'b', ...), or 0 on failure */
-static char dtype_kind(PyObject *dtype) {
+static char dtype_kind_attr(PyObject *dtype);
+static inline char dtype_kind(PyObject *dtype) {
+    if (layout_ok && PyObject_TypeCheck(dtype, DescrType)) return ((np_descr_head *)dtype)->kind;
+    return dtype_kind_attr(dtype);
+}
+
+/* a.dtype (new reference) */
+static inline PyObject *get_dtype(PyObject *a) {
+    if (layout_ok && Py_TYPE(a) == ArrayType) return Py_NewRef(ARR(a)->descr);
+    return PyObject_GetAttr(a, s_dtype);
+}
+
+/* a.base (new reference; None for an array owning its memory) */
+static inline PyObject *get_base(PyObject *a) {
+    if (layout_ok && Py_TYPE(a) == ArrayType) return Py_NewRef(ARR(a)->base ? ARR(a)->base : Py_None);
+    return PyObject_GetAttr(a, s_base);
+}
+
+static PyObject *shape_of(PyObject *a);
+
+/* a.shape == b.shape for two arrays: 1, 0, or -1 on error */
+static int same_shape(PyObject *a, PyObject *b) {
+    if (layout_ok && Py_TYPE(a) == ArrayType && Py_TYPE(b) == ArrayType) {
+        int nd = ARR(a)->nd;
+        if (nd != ARR(b)->nd) return 0;
+        return nd == 0 || memcmp(ARR(a)->dimensions, ARR(b)->dimensions, nd * sizeof(Py_ssize_t)) == 0;
+    }
+    PyObject *s1 = shape_of(a), *s2 = s1 ? shape_of(b) : NULL;
+    int eq = s2 == NULL ? -1 : PyObject_RichCompareBool(s1, s2, Py_EQ);
+    Py_XDECREF(s1);
+    Py_XDECREF(s2);
+    return eq;
+}
+
+/* a.dtype == b.dtype: 1, 0, or -1 on error */
+static int same_dtype(PyObject *a, PyObject *b) {
+    PyObject *d1 = get_dtype(a), *d2 = d1 ? get_dtype(b) : NULL;
+    int eq = d2 == NULL ? -1 : (d1 == d2 ? 1 : PyObject_RichCompareBool(d1, d2, Py_EQ));
+    Py_XDECREF(d1);
+    Py_XDECREF(d2);
+    return eq;
+}
+
+/* setup(): does the struct above match what NumPy's attributes say?  1 yes, 0 no (attributes
+   are used then), -1 on error */
+static int check_layout(void) {
+    int ok = 0;
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (np == NULL) return -1;
+    PyObject *dtype_cls = PyObject_GetAttrString(np, "dtype");
+    PyObject *one = PyLong_FromLong(1);
+    /* probes: a float32 array, a view of it (base set), an int64 vector, an empty bool matrix */
+    PyObject *a = PyObject_CallMethod(np, "zeros", "(iii)s", 2, 3, 5, "float32");
+    PyObject *v = a && one ? PyObject_GetItem(a, one) : NULL;
+    PyObject *i = PyObject_CallMethod(np, "zeros", "is", 4, "int64");
+    PyObject *b = PyObject_CallMethod(np, "zeros", "(ii)s", 0, 3, "bool");
+    if (dtype_cls == NULL || !PyType_Check(dtype_cls) || a == NULL || v == NULL || i == NULL || b == NULL) {
+        PyErr_Clear();
+        goto done;
+    }
+    Py_XSETREF(DescrType, (PyTypeObject *)Py_NewRef(dtype_cls));
+    PyObject *probes[] = {a, v, i, b};
+    for (int k = 0; k < 4; k++) {
+        PyObject *x = probes[k];
+        if (Py_TYPE(x) != ArrayType) goto done;
+        PyObject *dt = PyObject_GetAttr(x, s_dtype), *sh = shape_of(x), *bs = PyObject_GetAttr(x, s_base);
+        PyObject *kind = dt ? PyObject_GetAttr(dt, s_kind) : NULL;
+        int good = dt && sh && bs && kind && PyTuple_Check(sh) && PyUnicode_Check(kind) &&
+                   ARR(x)->descr == dt && (ARR(x)->base ? ARR(x)->base : Py_None) == bs &&
+                   ARR(x)->nd == PyTuple_GET_SIZE(sh) && PyObject_TypeCheck(dt, DescrType) &&
+                   PyUnicode_GET_LENGTH(kind) == 1 &&
+                   ((np_descr_head *)dt)->kind == (char)PyUnicode_READ_CHAR(kind, 0);
+        for (Py_ssize_t d = 0; good && d < PyTuple_GET_SIZE(sh); d++)
+            good = PyLong_AsSsize_t(PyTuple_GET_ITEM(sh, d)) == ARR(x)->dimensions[d];
+        Py_XDECREF(dt);
+        Py_XDECREF(sh);
+        Py_XDECREF(bs);
+        Py_XDECREF(kind);
+        if (!good) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    ok = ARR(v)->base == a && ARR(a)->base == NULL && ((np_descr_head *)ARR(a)->descr)->kind == 'f' &&
+         ((np_descr_head *)ARR(i)->descr)->kind == 'i' && ((np_descr_head *)ARR(b)->descr)->kind == 'b';
+done:
+    Py_XDECREF(one);
+    Py_XDECREF(a);
+    Py_XDECREF(v);
+    Py_XDECREF(i);
+    Py_XDECREF(b);
+    Py_XDECREF(dtype_cls);
+    Py_DECREF(np);
+    return ok;
+}
+
+static char dtype_kind_attr(PyObject *dtype) {
     PyObject *kind = PyObject_GetAttr(dtype, s_kind);
     if (kind == NULL) {
         PyErr_Clear();
@@ -206,8 +370,13 @@ static PyObject *make_meta_list(PyObject *args, Py_ssize_t n) {
         if (PyObject_TypeCheck(a, TensorType)) {
             PyObject *d = SLOT(a, t_data);
             PyObject *shape = shape_of(d);
-            PyObject *dt = shape ? PyObject_GetAttr(d, s_dtype) : NULL;
-            m = dt ? PyObject_CallFunctionObjArgs(MetaType, shape, dt, NULL) : NULL;
+            PyObject *dt = shape ? get_dtype(d) : NULL;
+            /* Meta(shape, dtype): a new instance with its two slots set, as Meta.__init__ */
+            m = dt ? alloc_none((PyTypeObject *)MetaType, meta_slots, n_meta_slots) : NULL;
+            if (m != NULL) {
+                set_slot(m, m_shape, shape);
+                set_slot(m, m_dtype, dt);
+            }
             Py_XDECREF(shape);
             Py_XDECREF(dt);
             if (m == NULL) {
@@ -236,14 +405,14 @@ static int mark_view(PyObject *t, PyObject *base) {
     if (d == bd) {
         share = 1;
     } else {
-        PyObject *ob = PyObject_GetAttr(d, s_base);
+        PyObject *ob = get_base(d);
         if (ob == NULL) return -1;
         if (ob == Py_None && Py_TYPE(d) == ArrayType) {
             share = 0; /* a fresh array that owns its memory */
         } else if (ob == bd) {
             share = 1;
         } else {
-            PyObject *bb = PyObject_GetAttr(bd, s_base);
+            PyObject *bb = get_base(bd);
             if (bb == NULL) {
                 Py_DECREF(ob);
                 return -1;
@@ -393,7 +562,7 @@ static PyObject *wrap_outputs(PyObject *node, PyObject *outs, int save_output) {
         PyObject *o = PyTuple_GET_ITEM(outs, i);
         int floating = 0;
         if (node != NULL) {
-            PyObject *dt = PyObject_GetAttr(o, s_dtype);
+            PyObject *dt = get_dtype(o);
             PyObject *sh = dt ? shape_of(o) : NULL;
             PyObject *pair = sh ? PyTuple_Pack(2, sh, dt) : NULL;
             floating = dt ? dtype_kind(dt) == 'f' : 0;
@@ -497,7 +666,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             if (TRUTHY(SLOT(a, t_rg))) need = 1;
             /* bfloat16 (ml_dtypes, kind 'V') computes in float32: registry._run_bf16 */
             if (!is_view && Bf16DTypeType != NULL) {
-                PyObject *ddt = PyObject_GetAttr(d, s_dtype);
+                PyObject *ddt = get_dtype(d);
                 if (ddt == NULL) {
                     Py_XDECREF(empty_params);
                     return NULL;
@@ -529,7 +698,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
                 float_scalar |= PyFloat_CheckExact(datas[i]);
                 continue;
             }
-            PyObject *dt = PyObject_GetAttr(datas[i], s_dtype);
+            PyObject *dt = get_dtype(datas[i]);
             if (dt == NULL) {
                 Py_XDECREF(dt0);
                 return NULL;
@@ -560,7 +729,35 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     PyObject *argtuple = PyTuple_New(n);
     if (argtuple == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(argtuple, i, Py_NewRef(datas[i]));
-    PyObject *out = PyObject_Call(SLOT(prim, p_impl), argtuple, has_params ? params : NULL);
+    PyObject *out;
+    PyObject *quiet_impl = SLOT(prim, p_quiet_impl);
+    if (quiet_impl != Py_None && FpVar != NULL) {
+        /* ops/_util.py's quiet_fp: set the FP state, run the wrapped forward, reset the state
+           whatever happened (the wrapper's try/finally) */
+        PyObject *token = PyContextVar_Set(FpVar, FpQuiet);
+        if (token == NULL) {
+            Py_DECREF(argtuple);
+            Py_XDECREF(empty_params);
+            return NULL;
+        }
+        out = PyObject_Call(quiet_impl, argtuple, has_params ? params : NULL);
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        int reset = PyContextVar_Reset(FpVar, token);
+        Py_DECREF(token);
+        if (reset < 0) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            Py_XDECREF(out);
+            Py_DECREF(argtuple);
+            Py_XDECREF(empty_params);
+            return NULL;
+        }
+        PyErr_Restore(et, ev, tb);
+    } else {
+        out = PyObject_Call(SLOT(prim, p_impl), argtuple, has_params ? params : NULL);
+    }
     Py_DECREF(argtuple);
     if (out == NULL) {
         /* re-raise ValueError/TypeError/IndexError with the op's name, shapes and dtypes */
@@ -620,7 +817,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     }
     /* ---- record the node ---- */
     if (single) {
-        PyObject *outdt = PyObject_GetAttr(out, s_dtype);
+        PyObject *outdt = get_dtype(out);
         if (outdt == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -635,29 +832,13 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     if (!want_meta && TRUTHY(SLOT(prim, p_broadcasts))) {
         /* gradients need fitting only where an input's shape or dtype differs from the
            output's (as registry.record decides) */
-        PyObject *oshape = shape_of(out);
-        PyObject *odt = oshape ? PyObject_GetAttr(out, s_dtype) : NULL;
-        if (odt == NULL) {
-            Py_XDECREF(oshape);
-            goto fail_node;
-        }
         for (Py_ssize_t i = 0; i < n && !want_meta; i++) {
             if (Py_TYPE(datas[i]) != ArrayType) continue;
-            PyObject *sh = shape_of(datas[i]);
-            PyObject *dt = sh ? PyObject_GetAttr(datas[i], s_dtype) : NULL;
-            int eq = dt == NULL ? -1 : PyObject_RichCompareBool(sh, oshape, Py_EQ);
-            if (eq == 1 && dt != odt) eq = PyObject_RichCompareBool(dt, odt, Py_EQ);
-            Py_XDECREF(sh);
-            Py_XDECREF(dt);
-            if (eq < 0) {
-                Py_DECREF(oshape);
-                Py_DECREF(odt);
-                goto fail_node;
-            }
+            int eq = same_shape(datas[i], out);
+            if (eq == 1) eq = same_dtype(datas[i], out);
+            if (eq < 0) goto fail_node;
             if (!eq) want_meta = 1;
         }
-        Py_DECREF(oshape);
-        Py_DECREF(odt);
     }
     if (want_meta) {
         PyObject *ml = make_meta_list(args, n);
@@ -713,20 +894,14 @@ fail_node:
    the same values as old + gi without a new array.  1 yes, 0 no, -1 error. */
 static int addable_in_place(PyObject *old, PyObject *gi) {
     if (Py_REFCNT(old) != 1 || Py_TYPE(old) != ArrayType || Py_TYPE(gi) != ArrayType) return 0;
-    PyObject *b = PyObject_GetAttr(old, s_base);
+    PyObject *b = get_base(old);
     if (b == NULL) return -1;
     int ok = b == Py_None;
     Py_DECREF(b);
     if (!ok) return 0;
-    PyObject *d1 = PyObject_GetAttr(old, s_dtype), *d2 = d1 ? PyObject_GetAttr(gi, s_dtype) : NULL;
-    ok = d2 == NULL ? -1 : (d1 == d2 ? 1 : PyObject_RichCompareBool(d1, d2, Py_EQ));
-    Py_XDECREF(d1);
-    Py_XDECREF(d2);
+    ok = same_dtype(old, gi);
     if (ok != 1) return ok;
-    PyObject *s1 = shape_of(old), *s2 = s1 ? shape_of(gi) : NULL;
-    ok = s2 == NULL ? -1 : PyObject_RichCompareBool(s1, s2, Py_EQ);
-    Py_XDECREF(s1);
-    Py_XDECREF(s2);
+    ok = same_shape(old, gi);
     if (ok != 1) return ok;
     PyObject *flags = PyObject_GetAttr(old, s_flags);
     if (flags == NULL) return -1;
@@ -873,7 +1048,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         if (bcast && meta == Py_None) {
             /* no input needed fitting (shapes and dtypes equal the output's): gradients still
                take the output's dtype, which g has (registry.record / engine._apply_rules) */
-            gdt = PyObject_GetAttr(g, s_dtype);
+            gdt = get_dtype(g);
             if (gdt == NULL) goto fail_nones;
         }
         PyObject *params = SLOT(node, n_params);
@@ -931,7 +1106,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                     Py_DECREF(gi);
                     gi = f;
                 } else if (gdt != NULL) {
-                    PyObject *d = PyObject_GetAttr(gi, s_dtype);
+                    PyObject *d = get_dtype(gi);
                     int same = d == NULL ? -1 : (d == gdt ? 1 : PyObject_RichCompareBool(d, gdt, Py_EQ));
                     Py_XDECREF(d);
                     PyObject *f = same == 0 ? PyObject_CallMethod(gi, "astype", "O", gdt) : NULL;
@@ -1090,7 +1265,37 @@ fail:
     return NULL;
 }
 
+/* mark_views(outs, base): registry._mark_view on every Tensor of the tuple/list `outs` (the
+   pieces of split/chunk/unbind: multi-output views marked by the surface), in C; returns outs */
+static PyObject *mark_views(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
+    if (nfargs != 2 || TensorType == NULL) {
+        PyErr_SetString(PyExc_TypeError, "mark_views(outs, base)");
+        return NULL;
+    }
+    PyObject *outs = fargs[0], *base = fargs[1];
+    PyObject *seq = PySequence_Fast(outs, "mark_views: outs must be a sequence");
+    if (seq == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        if (Py_TYPE(o) != TensorType) continue;   /* registry: ``type(o) is Tensor`` */
+        if (mark_view(o, base) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return Py_NewRef(outs);
+}
+
+static PyObject *fields_direct(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(layout_ok);
+}
+
 static PyMethodDef methods[] = {
+    {"mark_views", (PyCFunction)(void (*)(void))mark_views, METH_FASTCALL,
+     "mark_views(outs, base): registry.mark_views in C."},
+    {"fields_direct", fields_direct, METH_NOARGS,
+     "Whether NumPy's array/dtype fields are read directly (the set-up probe agreed)."},
     {"discover", discover, METH_O, "Dependency counts of the graph behind the root vertices."},
     {"backward_loop", backward_loop, METH_VARARGS, "The engine's plain-backward loop."},
     {"setup", setup, METH_VARARGS, "Bind the accelerator to dyngraph's classes."},

@@ -294,3 +294,110 @@ def test_integer_promotion_with_python_ints_is_a_no_op_on_both_paths():
         assert registry.bind(add_p, (i, 2.5)).dtype == dg.get_default_dtype()   # float scalar
     b = dg.tensor(np.array(True))
     assert registry.bind(add_p, (b, 1)).dtype == registry._bind_py(add_p, (b, 1)).dtype == dg.int64
+
+
+# -- quiet-FP primitives: the C bind sets NumPy's FP state around the wrapped forward --------
+def _quiet_cases():
+    from dyngraph.ops.elementwise import div_p, exp_p, log_p, sigmoid_p
+
+    big = np.array([-200.0, -1.0, 0.0, 1.0, 200.0], dtype=np.float32)
+    # (primitive, input arrays, whether its unwrapped forward reports an FP exception on them)
+    return [(exp_p, (big,), True), (sigmoid_p, (big,), True), (tanh_p, (big,), False),
+            (log_p, (np.array([0.0, -1.0, 2.0]),), True),
+            (div_p, (np.array([1.0, 0.0, -1.0]), np.array([0.0, 0.0, 2.0])), True)]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_quiet_primitives_run_silently_and_agree_on_both_paths(case):
+    import warnings
+
+    prim, arrays, reports = _quiet_cases()[case]
+    assert prim._quiet_impl is not None and prim._quiet_impl is prim.impl.__wrapped__
+    args = tuple(dg.tensor(a, requires_grad=True) for a in arrays)
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # an FP report would be a RuntimeWarning -> error
+        out_c = registry.bind(prim, args)
+        out_p = registry._bind_py(prim, args)
+    assert np.geterr() == before             # the FP state is reset after the call
+    np.testing.assert_array_equal(out_c.detach().numpy(), out_p.detach().numpy())
+    assert _node_summary(out_c) == _node_summary(out_p)
+    # the C path really runs under the quiet state: without it NumPy would warn
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        registry.bind(prim, args)
+        if reports:
+            with pytest.raises(FloatingPointError):
+                prim._quiet_impl(*arrays)
+
+
+def test_quiet_state_is_reset_when_the_forward_raises():
+    from dyngraph.ops.elementwise import div_p
+
+    before = np.geterr()
+    with np.errstate(divide="raise"), pytest.raises(ValueError, match="div"):
+        registry.bind(div_p, (dg.ones(2, 3), dg.ones(4)))      # NumPy's shape error, renamed
+    with np.errstate(divide="raise"):
+        assert np.geterr()["divide"] == "raise"                # the caller's state is back
+        with pytest.raises(FloatingPointError):
+            np.ones(1) / np.zeros(1)
+    assert np.geterr() == before
+
+
+def test_replacing_impl_replaces_what_the_c_bind_runs():
+    """``prim.impl = f`` (a plain function) must stop the C path from running the old quiet
+    forward; a quiet_fp-wrapped replacement is run through its new wrapped function."""
+    from dyngraph.ops._util import quiet_fp
+    from dyngraph.ops.elementwise import exp_p
+
+    old = exp_p.impl
+    try:
+        exp_p.impl = lambda x: x + 1.0
+        assert exp_p._quiet_impl is None
+        assert registry.bind(exp_p, (dg.zeros(2),)).tolist() == [1.0, 1.0]
+        exp_p.impl = quiet_fp(lambda x: x + 2.0)
+        assert exp_p._quiet_impl is not None
+        assert registry.bind(exp_p, (dg.zeros(2),)).tolist() == [2.0, 2.0]
+    finally:
+        exp_p.impl = old
+    assert exp_p._quiet_impl is old.__wrapped__
+
+
+def test_meta_records_from_the_c_path_are_complete_meta_objects():
+    from dyngraph.autograd.graph import Meta
+    from dyngraph.ops.shape import cat_p
+
+    a, b = dg.randn(2, 3, requires_grad=True), dg.randn(4, 3, dtype=dg.float64, requires_grad=True)
+    n = registry.bind(cat_p, (a, a.double().float()), {"dim": 0}).grad_fn
+    for m in n.in_meta:
+        assert type(m) is Meta and m.shape == (2, 3) and m.dtype == np.float32 and m.ndim == 2
+    assert repr(n.in_meta[0]) == repr(Meta((2, 3), np.dtype(np.float32)))
+    y = (b * b).sum(0)
+    assert [type(m) for m in y.grad_fn.in_meta] == [Meta]
+
+
+def test_numpy_fields_are_read_directly_and_agree_with_the_attributes():
+    """The C path reads ndarray/dtype fields directly when its set-up probe agrees with NumPy's
+    attributes (else it uses the attributes); the decisions built on them -- which inputs need
+    their gradient fitted (shape or dtype differs from the output's), view bases, dtype kinds --
+    must match the Python path's."""
+    from dyngraph import _speedups
+
+    assert _speedups.fields_direct()          # NumPy's layout as this file declares it
+    rng = np.random.default_rng(0)
+    shapes = [((3, 4), (3, 4)), ((3, 1), (3, 4)), ((1, 4), (3, 4)), ((4,), (3, 4)), ((), (3, 4)),
+              ((2, 3, 4), (3, 4)), ((3, 4), (1,))]
+    for sa, sb in shapes:
+        a = dg.tensor(rng.standard_normal(sa).astype(np.float32), requires_grad=True)
+        b = dg.tensor(rng.standard_normal(sb).astype(np.float32), requires_grad=True)
+        for prim in (add_p, mul_p):
+            oc, op = registry.bind(prim, (a, b)), registry._bind_py(prim, (a, b))
+            assert _node_summary(oc) == _node_summary(op), (sa, sb)
+            gc = dg.autograd.grad(oc.sum(), [a, b])
+            gp = dg.autograd.grad(op.sum(), [a, b])
+            for x, y in zip(gc, gp):
+                assert x.shape == y.shape and x.dtype == y.dtype
+                np.testing.assert_array_equal(x.numpy(), y.numpy())
+    for dt in (np.int64, np.bool_, np.float64):
+        t = dg.tensor(np.ones(3, dtype=dt))
+        assert registry.bind(tanh_p, (t,)).dtype == registry._bind_py(tanh_p, (t,)).dtype

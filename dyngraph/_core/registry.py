@@ -41,6 +41,17 @@ REGISTRY: dict[str, Primitive] = {}
 
 _NUMBER_TYPES = (int, float, bool)
 
+# NumPy's floating-point report state (divide/overflow/invalid): the same context variable and
+# "all off" value that ops/_util.py's ``quiet_fp`` sets (NumPy >= 2; None on NumPy 1.x, where
+# quiet_fp uses np.errstate and the C bind calls the wrapper like any other forward).
+try:
+    from numpy._core.umath import _extobj_contextvar as _FP_STATE
+    from numpy._core.umath import _make_extobj
+
+    _FP_QUIET = _make_extobj(divide="ignore", over="ignore", invalid="ignore")
+except ImportError:  # pragma: no cover - NumPy 1.x
+    _FP_STATE = _FP_QUIET = None
+
 
 class Primitive:
     """One primitive operation: forward on arrays plus its derivative rules.
@@ -79,7 +90,7 @@ class Primitive:
     """
 
     __slots__ = (
-        "name", "impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
+        "name", "_impl", "_quiet_impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
         "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
         "ufunc", "random", "pure", "torch_name",
@@ -128,6 +139,22 @@ class Primitive:
         # computed once here, so ``grad_fn.name()`` costs a lookup (or one call of the function)
         self.torch_name = default_node_name(name) if torch_name is None else torch_name
         REGISTRY[name] = self
+
+    @property
+    def impl(self):
+        """The forward on arrays, ``impl(*arrays, **params)``."""
+        return self._impl
+
+    @impl.setter
+    def impl(self, fn):
+        # A forward wrapped by ops/_util.py's ``quiet_fp`` (NumPy's FP reports off around the
+        # call) keeps the function it wraps here too: the C bind then sets NumPy's FP-state
+        # context variable itself around that function -- the wrapper's own work, without its
+        # Python frame (~0.4 us per call of tanh, sigmoid, exp, div...).  The Python path
+        # calls ``impl`` (the wrapper) as before.
+        self._impl = fn
+        raw = getattr(fn, "__wrapped__", None) if getattr(fn, "_quiet_fp", False) else None
+        self._quiet_impl = raw if raw is not None and _FP_STATE is not None else None
 
     # -- rule registration -------------------------------------------------
     def defvjp(self, *rules):
@@ -178,7 +205,7 @@ class Primitive:
         for a in args:
             if isinstance(a, Tensor):
                 return bind(self, args, params)
-        return self.impl(*args, **params)
+        return self._impl(*args, **params)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -247,7 +274,8 @@ def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
                 datas, out = _run_bf16(prim, args, datas, params)
                 return _finish(prim, args, datas, params, out, need)
     try:
-        out = prim.impl(*datas, **params) if params else prim.impl(*datas)
+        impl = prim._impl
+        out = impl(*datas, **params) if params else impl(*datas)
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(prim, args, params, exc) from exc
     return _finish(prim, args, datas, params, out, need)
@@ -363,6 +391,19 @@ def _mark_view(t, base):
     if vc is None:
         vc = root._vc = [0]
     t._vc = vc
+
+
+def _mark_views_py(outs, base):
+    """:func:`_mark_view` for every Tensor in ``outs`` (the pieces of ``split``/``chunk``/
+    ``unbind``, multi-output views that the surface marks); returns ``outs``.  The C
+    accelerator's ``mark_views`` runs the same checks."""
+    for o in outs:
+        if type(o) is Tensor:
+            _mark_view(o, base)
+    return outs
+
+
+mark_views = _mark_views_py
 
 
 def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
@@ -524,5 +565,6 @@ if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
         _speedups = None
     if _speedups is not None:
         _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
-                        _as_array, _finish, _mark_view)
+                        _as_array, _finish, _mark_view, _FP_STATE, _FP_QUIET)
         bind = _speedups.bind
+        mark_views = _speedups.mark_views
