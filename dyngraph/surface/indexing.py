@@ -156,6 +156,11 @@ def _getitem(self, idx):
     """``x[idx]``: ints, slices, None, Ellipsis (a view), bool masks and integer tensors."""
     if type(idx) is int:
         return bind(getitem_p, (self,), {"index": (idx,)})
+    if type(idx) is slice and idx.step is None:
+        # x[a:b] with int/None bounds: the spec parse_index builds, without its loop
+        start, stop = idx.start, idx.stop
+        if (start is None or type(start) is int) and (stop is None or type(stop) is int):
+            return bind(getitem_p, (self,), {"index": ((start, stop, None),)})
     spec, tensors = parse_index(idx)
     if not tensors:
         return bind(getitem_p, (self,), {"index": spec})

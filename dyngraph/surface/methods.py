@@ -140,9 +140,11 @@ METHODS.update({
     "T": property(_shp._T), "mT": property(_shp._mT), "mH": property(_shp._mT), "H": property(_shp._T),
     "reshape_as": lambda self, other: _shp.reshape(self, tuple(other.shape)),
     "view_as": lambda self, other: _shp.reshape(self, tuple(other.shape)),
-    "squeeze": _shp._m(_shp.squeeze), "unsqueeze": _shp._m(_shp.unsqueeze), "flatten": _shp._m(_shp.flatten), "ravel": _shp._m(_shp.ravel),
+    # the hot views are the functions themselves (``self`` is their first argument): no
+    # wrapper frame per call
+    "squeeze": _shp.squeeze, "unsqueeze": _shp.unsqueeze, "flatten": _shp._m(_shp.flatten), "ravel": _shp._m(_shp.ravel),
     "unflatten": _shp._m(_shp.unflatten), "movedim": _shp._m(_shp.movedim), "moveaxis": _shp._m(_shp.movedim),
-    "narrow": _shp._m(_shp.narrow), "select": _shp._m(_shp.select), "split": _shp._split_method, "chunk": _shp._m(_shp.chunk),
+    "narrow": _shp._m(_shp.narrow), "select": _shp._m(_shp.select), "split": _shp._split_method, "chunk": _shp.chunk,
     "unbind": _shp._m(_shp.unbind), "tensor_split": _shp._m(_shp.tensor_split), "hsplit": _shp._m(_shp.hsplit),
     "vsplit": _shp._m(_shp.vsplit), "flip": lambda self, *dims: _shp.flip(self, _shp._shape_args(dims) if dims and not
                                                           isinstance(dims[0], int) else dims),

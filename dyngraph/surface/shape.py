@@ -8,14 +8,16 @@ The primitives (forward, rules, save spec, view marks) are in :mod:`dyngraph.ops
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .._core.graph import bump_version
+from .._core.registry import mark_views as _mark_views_c
 from .._core.state import STATE, concrete
 from ..creation import from_numpy, zeros
-from ..ops.registry import _mark_view, bind
+from ..ops.registry import bind
 from ..ops.shape import (
     cat_p,
     clone_p,
@@ -46,21 +48,17 @@ __all__ = [
 
 
 def _infer_shape(shape, numel: int, op: str) -> tuple:
-    shape = tuple(int(s) for s in shape)
-    if shape.count(-1) > 1:
-        raise RuntimeError(f"{op}: only one dimension can be inferred (got shape {list(shape)})")
+    # map/math.prod instead of generator loops: this runs on every view/reshape call
+    shape = tuple(map(int, shape))
     if -1 in shape:
-        rest = 1
-        for s in shape:
-            if s != -1:
-                rest *= s
+        i = shape.index(-1)
+        if -1 in shape[i + 1:]:
+            raise RuntimeError(f"{op}: only one dimension can be inferred (got shape {list(shape)})")
+        rest = math.prod(shape[:i]) * math.prod(shape[i + 1:])
         if rest == 0 or numel % rest:
             raise RuntimeError(f"{op}: shape '{list(shape)}' is invalid for input of size {numel}")
-        shape = tuple(numel // rest if s == -1 else s for s in shape)
-    n = 1
-    for s in shape:
-        n *= s
-    if n != numel:
+        shape = shape[:i] + (numel // rest,) + shape[i + 1:]
+    if math.prod(shape) != numel:
         raise RuntimeError(f"{op}: shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
@@ -68,12 +66,14 @@ def _infer_shape(shape, numel: int, op: str) -> tuple:
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
         return tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    return tuple(map(int, shape))
 
 
 def reshape(input, *shape):
     """A tensor with the same data and a new shape (one dimension may be -1)."""
-    shape = _infer_shape(_shape_args(shape), input._data.size, "reshape")
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
+        shape = shape[0]
+    shape = _infer_shape(shape, input._data.size, "reshape")
     if shape == input._data.shape:
         return bind(reshape_p, (input,), {"shape": shape}) if input._rg else _alias(input)
     return bind(reshape_p, (input,), {"shape": shape})
@@ -200,6 +200,13 @@ def squeeze(input, dim=None):
     dyngraph.Size([2, 3])
     """
     shape = input._data.shape
+    if type(dim) is int:
+        # one dimension (the usual call): wrapped here, the checks of normalize_dims otherwise
+        n = len(shape)
+        if -n <= dim < n:
+            d = dim + n if dim < 0 else dim
+            new = shape[:d] + shape[d + 1:] if shape[d] == 1 else shape
+            return bind(reshape_p, (input,), {"shape": new})
     if dim is None:
         new = tuple(s for s in shape if s != 1)
     else:
@@ -215,7 +222,11 @@ def unsqueeze(input, dim: int):
     dyngraph.Size([2, 3, 1])
     """
     shape = input._data.shape
-    d = _wrap_dim(dim, len(shape) + 1, "unsqueeze")
+    n = len(shape) + 1
+    if type(dim) is int and -n <= dim < n:      # _wrap_dim's check, inline (the usual call)
+        d = dim + n if dim < 0 else dim
+    else:
+        d = _wrap_dim(dim, n, "unsqueeze")
     return bind(reshape_p, (input,), {"shape": shape[:d] + (1,) + shape[d:]})
 
 
@@ -523,10 +534,9 @@ def column_stack(tensors):
 
 
 def _mark_views(outs, base):
-    for o in outs:
-        if type(o) is Tensor:
-            _mark_view(o, base)
-    return outs
+    """Each Tensor of ``outs`` (pieces of one split) shares ``base``'s version counter when it
+    is a view of it (``registry.mark_views``: the C accelerator's loop when it is built)."""
+    return _mark_views_c(outs, base)
 
 
 def _split_sizes(sizes, input, d, op):

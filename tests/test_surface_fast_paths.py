@@ -1,0 +1,152 @@
+"""Short paths of the hot shape/indexing surface (issue 13, fourth pass) against PyTorch and
+against the general path they skip: values, shapes, gradients, views/version counters, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import dyngraph as dg
+from dyngraph.surface import indexing as _idx
+from dyngraph.surface import shape as _shp
+
+
+def _pair(shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return dg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 1, 3), 1), ((2, 1, 3), -2), ((2, 1, 3), 0), ((2, 1, 3), -1),
+                                       ((1,), 0), ((1, 1), -1), ((), 0), ((), -1), ((3, 1), None)])
+def test_squeeze_one_dim_matches_torch(shape, dim):
+    d, t = _pair(shape)
+    yd = d.squeeze() if dim is None else d.squeeze(dim)
+    yt = t.squeeze() if dim is None else t.squeeze(dim)
+    assert tuple(yd.shape) == tuple(yt.shape)
+    assert yd._vc is d._vc and yd._base is d            # a view sharing the counter
+    (yd * 2).sum().backward()
+    (yt * 2).sum().backward()
+    np.testing.assert_array_equal(d.grad.numpy(), t.grad.numpy())
+    assert yd.grad_fn.name() == "ViewBackward0"
+
+
+@pytest.mark.parametrize("dim", [3, -4, 7])
+def test_squeeze_and_unsqueeze_out_of_range_errors(dim):
+    d = dg.zeros(2, 1, 3)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        d.squeeze(dim)
+    with pytest.raises(IndexError, match="unsqueeze: Dimension out of range"):
+        d.unsqueeze(dim + (1 if dim > 0 else -1))
+    with pytest.raises(IndexError):
+        torch.zeros(2, 1, 3).squeeze(dim)
+
+
+@pytest.mark.parametrize("shape,dim", [((3,), 0), ((3,), 1), ((3,), -1), ((3,), -2), ((), 0), ((), -1),
+                                       ((2, 3), 1)])
+def test_unsqueeze_matches_torch(shape, dim):
+    d, t = _pair(shape)
+    yd, yt = d.unsqueeze(dim), t.unsqueeze(dim)
+    assert tuple(yd.shape) == tuple(yt.shape)
+    assert dg.unsqueeze(d, dim).shape == yd.shape
+    assert yd._vc is d._vc
+    with dg.no_grad():
+        d.add_(1.0)                                     # a write through the base is seen
+    assert yd._vc[0] == d._vc[0] == 1
+
+
+def test_unsqueeze_with_a_numpy_integer_dim_takes_the_general_path():
+    d = dg.zeros(3)
+    assert d.unsqueeze(np.int64(1)).shape == (3, 1)
+
+
+@pytest.mark.parametrize("shape,new", [((2, 3), (-1,)), ((2, 3), (3, -1)), ((2, 3), ((6,),)),
+                                       ((2, 3), ([1, -1, 2],)), ((1,), ((),)), ((0, 3), (-1, 3)),
+                                       ((2, 3), (dg.tensor(3), 2))])
+def test_reshape_and_view_shapes_match_torch(shape, new):
+    d, t = _pair(shape)
+    tnew = tuple(x if not isinstance(x, dg.Tensor) else torch.tensor(x.item()) for x in new)
+    assert tuple(d.reshape(*new).shape) == tuple(t.reshape(*tnew).shape)
+    assert tuple(d.view(*new).shape) == tuple(t.view(*tnew).shape)
+
+
+@pytest.mark.parametrize("new,msg", [((-1, -1), "only one dimension can be inferred"),
+                                     ((4, -1), "is invalid for input of size 6"),
+                                     ((0, -1), "is invalid for input of size 6"),
+                                     ((5,), "is invalid for input of size 6")])
+def test_reshape_errors_are_unchanged(new, msg):
+    with pytest.raises(RuntimeError, match=msg):
+        dg.zeros(2, 3).reshape(*new)
+    with pytest.raises(RuntimeError):
+        torch.zeros(2, 3).reshape(*new)
+
+
+def test_infer_shape_matches_the_plain_definition():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        shape = tuple(int(s) for s in rng.integers(-1, 4, int(rng.integers(0, 4))))
+        numel = int(rng.integers(0, 13))
+        try:
+            got = _shp._infer_shape(shape, numel, "op")
+        except RuntimeError:
+            got = None
+        try:
+            want = tuple(torch.empty(numel).reshape(shape).shape)
+        except RuntimeError:
+            want = None
+        assert got == want, (shape, numel)
+
+
+@pytest.mark.parametrize("chunks,dim", [(3, -1), (2, 0), (4, 1), (5, 1)])
+def test_chunk_pieces_are_views_like_torch(chunks, dim):
+    d, t = _pair((2, 9))
+    pd, pt = d.chunk(chunks, dim), t.chunk(chunks, dim)
+    assert [tuple(p.shape) for p in pd] == [tuple(p.shape) for p in pt]
+    assert all(p._vc is d._vc and p._base is d for p in pd)
+    sum((p * (k + 1)).sum() for k, p in enumerate(pd)).backward()
+    sum((p * (k + 1)).sum() for k, p in enumerate(pt)).backward()
+    np.testing.assert_array_equal(d.grad.numpy(), t.grad.numpy())
+    assert dg.chunk(d, chunks, dim)[0].shape == pd[0].shape
+
+
+def test_mark_views_c_and_python_agree():
+    from dyngraph._core import registry
+
+    base = dg.randn(4, 6) * 1.0
+    for make in (lambda: dg.split(base, 2, 1), lambda: base.unbind(0),
+                 lambda: (dg.ones(3), base)):       # a fresh tensor: not a view
+        outs_c = make()
+        for o in outs_c:
+            o._vc, o._base = None, None
+        outs_p = tuple(o for o in outs_c)
+        registry.mark_views(outs_c, base)
+        marks_c = [(o._vc is base._vc, o._base is base) for o in outs_c]
+        for o in outs_p:
+            o._vc, o._base = None, None
+        registry._mark_views_py(outs_p, base)
+        assert marks_c == [(o._vc is base._vc, o._base is base) for o in outs_p]
+
+
+@pytest.mark.parametrize("sl", [slice(1, 3), slice(None, 2), slice(2, None), slice(None), slice(-3, -1),
+                                slice(5, 10), slice(1, 3, 2), slice(3, 1)])
+def test_slices_take_the_short_path_with_the_same_spec(sl):
+    d, t = _pair((5, 4))
+    spec, tensors = _idx.parse_index(sl)
+    assert not tensors
+    y = d[sl]
+    assert y.grad_fn.params == {"index": spec}
+    np.testing.assert_array_equal(y.detach().numpy(), t[sl].detach().numpy())
+    assert y._vc is d._vc
+    y.sum().backward()
+    t[sl].sum().backward()
+    np.testing.assert_array_equal(d.grad.numpy(), t.grad.numpy())
+
+
+def test_slices_with_tensor_bounds_and_bad_steps():
+    d, t = _pair((6,))
+    i = dg.tensor(2)
+    np.testing.assert_array_equal(d[i:i + 3].detach().numpy(), t[2:5].detach().numpy())
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        d[::-1]
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        d[1.5:3]
