@@ -31,7 +31,7 @@ import numpy as np
 
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
-from ..ops._batching import rows_p
+from ..ops._batching import gather_p, rows_p
 from ..ops.registry import EMPTY, REGISTRY, bind
 from ..tensor import Tensor
 from .cells import SIGNATURES, NotTraceableError, Template, build
@@ -904,7 +904,8 @@ class Autobatcher(Interpreter):
     def _plan(nodes, results, refs, B):
         """Which rows of which sources, in member order (no binds: ``_apply_plan`` runs
         it).  ``(None, p, index, n, unique)`` for one source (``index`` None: its rows
-        in order), else ``(sources, final)`` with a source ``(p, one_row, cut)``."""
+        in order), else ``(sources, params)``: the member index of each source and the
+        params of the one ``gather_p`` call."""
         rows = list(map(_ROW, nodes))
         whole = None in rows
         if whole:
@@ -925,33 +926,31 @@ class Autobatcher(Interpreter):
             if n == B and (rows == _arange(B)).all():
                 return (None, 0, None, n, True)
             return (None, 0, _idx(rows), n, _unique(rows))
-        ukeys, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        sources = []
-        idx = np.empty(B, dtype=np.intp)
-        off = 0
-        for u in range(len(ukeys)):
-            p = int(first[u])
-            sel = inv == u
-            need = rows[sel]
-            one = bool(need[0] < 0)        # a member's own value: one row
-            if one:
-                need = np.zeros(len(need), dtype=np.intp)
-                n = 1
+        # several sources: members grouped by source (a stable sort keeps member order
+        # within each), one ``gather_p`` call takes every source's rows
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        bounds = [0, *(np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist(), B]
+        srcs, rws, poss, ns, uq = [], [], [], [], []
+        for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+            pos = order[a:b]
+            p0 = int(pos[0])
+            r = rows[pos]
+            srcs.append(p0)
+            if r[0] < 0:                   # a member's own value (a group of one)
+                rws.append(None)
+                ns.append(0)
+                uq.append(True)
             else:
-                res = results[p]
+                res = results[p0]
                 if type(res) is tuple:
-                    res = res[refs[p].k]
-                n = res._data.shape[0]
-            cut = None
-            if n > 2 * len(need) + 16:     # a large source: cut it to the rows needed first
-                cut = (_idx(need), n, _unique(need))
-                need = np.arange(len(need))
-                n = len(need)
-            sources.append((p, one, cut))
-            idx[sel] = need + off
-            off += n
-        final = None if off == B and (idx == _arange(B)).all() else (_idx(idx), off, _unique(idx))
-        return (sources, final)
+                    res = res[refs[p0].k]
+                rws.append(r)
+                ns.append(res._data.shape[0])
+                uq.append(_unique(r))
+            poss.append(slice(p0, p0 + b - a) if int(pos[-1]) - p0 == b - a - 1 else pos)
+        return (tuple(srcs), {"B": B, "rows": tuple(rws), "pos": tuple(poss), "ns": tuple(ns),
+                              "uniq": tuple(uq)})
 
     def _apply_plan(self, plan, results, k, refs=None):
         """Run a ``_plan`` for output ``k`` of the sources (``refs``: each source's own k)."""
@@ -969,19 +968,10 @@ class Autobatcher(Interpreter):
                 st.gathers += 1
             res = source(p)
             return res if index is None else bind(_ROWS, (res, index), {"n": n, "unique": unique})
-        sources, final = plan
-        parts = []
-        for p, one, cut in sources:
-            res = source(p)
-            if one:
-                res = bind(_RESHAPE, (res,), {"shape": (1, *res._data.shape)})
-            if cut is not None:
-                res = bind(_ROWS, (res, cut[0]), {"n": cut[1], "unique": cut[2]})
-            parts.append(res)
+        sources, params = plan
         if st is not None:
-            st.gathers += len(parts)
-        x = bind(_CAT, tuple(parts), {"dim": 0})
-        return x if final is None else bind(_ROWS, (x, final[0]), {"n": final[1], "unique": final[2]})
+            st.gathers += 1
+        return bind(_GATHER, tuple(map(source, sources)), params)
 
     def _attach_hooks(self, n):
         """Tensor hooks / retain_grad of pending members act on their row of the batched
@@ -1058,6 +1048,7 @@ class _Named:
 _STACK = REGISTRY["stack"]
 _CAT = REGISTRY["cat"]
 _ROWS = rows_p
+_GATHER = gather_p
 _RESHAPE = REGISTRY["reshape"]
 _LAZY_ONLY = {Lazy}
 _NODE = attrgetter("node")

@@ -25,6 +25,16 @@ def _autobatch_rows(m, x, i, unique):
     return bind(rows_p, (x, i), {"n": int(x.shape[0]), "unique": unique})
 
 
+def _autobatch_gather(m, x, v, rows, unique):
+    if m.__name__ != "dyngraph":
+        return m.stack([x[rows[0]], v, x[rows[1]], x[rows[2]]])
+    from dyngraph.ops._batching import gather_p  # dyngraph only: torch runs the table too
+    from dyngraph.ops.registry import bind
+    return bind(gather_p, (x, v), {"B": 4, "rows": (np.array(rows, dtype=I64), None),
+                                   "pos": (np.array([0, 2, 3]), slice(1, 2)),
+                                   "ns": (int(x.shape[0]), 0), "uniq": (unique, True)})
+
+
 def _one(*builders):
     """Samples from builder functions ``b(rng, dt) -> Sample``."""
     def make(rng, dt):
@@ -258,5 +268,13 @@ OPS = [
            _one(lambda r, d: Sample((randn(r, (4, 3), d), _i(3, 0, 2), True)),
                 lambda r, d: Sample((randn(r, (4, 3), d), _i(1, 1, 3, 1), False), desc="repeated")),
            grad_argnums=(0,), skip_torch=True, reference=lambda x, i, unique: x[i]),
+    # dg.autobatch's gather from several sources (ops/_batching.gather_p): rows of x at
+    # positions 0, 2, 3 and the one-member value v at position 1, in one call
+    OpInfo("autobatch_gather", lambda m, x, v, rows, unique: _autobatch_gather(m, x, v, rows, unique),
+           _one(lambda r, d: Sample((randn(r, (4, 3), d), randn(r, (3,), d), (3, 0, 2), True)),
+                lambda r, d: Sample((randn(r, (4, 3), d), randn(r, (3,), d), (1, 1, 3), False),
+                                    desc="repeated")),
+           skip_torch=True,
+           reference=lambda x, v, rows, unique: np.stack([x[rows[0]], v, x[rows[1]], x[rows[2]]])),
 ]
 
