@@ -38,7 +38,7 @@ ALLOWED = {
     ("surface/indexing.py", "index_reduce"): "check: index within the dimension",
     ("surface/indexing.py", "one_hot"): "check: classes in [0, num_classes) (the count uses concrete)",
     ("surface/nn.py", "embedding"): "check: indices within the table",
-    ("surface/nn.py", "nll_loss_nd"): "check: target classes in range (ld/td alias shape reads)",
+    ("surface/nn.py", "check_nll_args"): "check: target classes in range (ld/td alias shape reads)",
     ("nn/_functional_loss.py", "binary_cross_entropy"): "check: probabilities in [0, 1]",
     ("nn/_functional_loss.py", "gaussian_nll_loss"): "check: var is non-negative",
     ("surface/shape.py", "_view_method"): "check: can the array be viewed without a copy",

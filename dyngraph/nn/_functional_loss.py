@@ -14,11 +14,11 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._core.state import STATE, concrete
-from ..ops.nn import log_softmax_p, nll_loss_p
+from ..ops.nn import SoftmaxResidual, cross_entropy_p
 from ..ops.registry import bind
 from ..surface import elementwise as E
 from ..surface.indexing import gather, one_hot
-from ..surface.nn import log_softmax, nll_loss_nd
+from ..surface.nn import check_nll_args, log_softmax, nll_loss_nd
 from ..surface.reduction import mean as _mean
 from ..surface.reduction import sum as _sum
 from ..surface.shape import reshape
@@ -142,36 +142,59 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     return nll_loss_nd(input, target, weight, reduction, ignore_index, "nll_loss")
 
 
+def _fused_params(input, reduction, ignore_index) -> dict:
+    """Parameters of the fused node; eagerly, when it is recorded, a holder for the
+    exponentials its backward reuses (never under an interpreter: a captured graph would
+    share one holder between replays)."""
+    params = {"reduction": reduction, "ignore_index": int(ignore_index)}
+    if STATE.interpreter is None and input._rg and STATE.grad_enabled:
+        params["residual"] = SoftmaxResidual()
+    return params
+
+
+def _in_range_but_ignored(td, c, ignore_index) -> bool:
+    """Every target is ``ignore_index`` or a class in ``[0, c)`` (all of them ignored is
+    allowed: the mean is then nan and the gradient 0, as in PyTorch)."""
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
+        return False
+    valid = td[td != ignore_index]
+    return not valid.size or (0 <= int(valid.min()) and int(valid.max()) < c)
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
     """Cross entropy between logits ``input`` (class dimension 1) and ``target``.
 
     ``target`` is either class indices (integer, shape ``(N, d1, ...)``) or class
     probabilities (float, same shape as ``input``).  Computed as
-    ``nll_loss(log_softmax(input, 1))``, both fused and numerically stable.
+    ``nll_loss(log_softmax(input, 1))``, numerically stable; ``(N, C)`` logits with class
+    indices and no ``weight``/``label_smoothing`` are one fused node (``ops.nn.cross_entropy_p``).
 
     >>> F.cross_entropy(dg.zeros(2, 3), dg.tensor([0, 2]))
     tensor(1.0986)
     """
-    if weight is None and reduction == "mean" and label_smoothing == 0.0 \
-            and size_average is None and reduce is None and STATE.interpreter is None \
-            and isinstance(input, Tensor) and isinstance(target, Tensor):
-        # The per-item case of most training loops ((N, C) logits, int64 class indices,
-        # all in range), run eagerly: the checks below would accept it, and they cost more
-        # than the two fused primitives themselves (issue 13), so test just that and bind.
+    if weight is None and label_smoothing == 0.0 and size_average is None and reduce is None \
+            and STATE.interpreter is None and isinstance(input, Tensor) \
+            and isinstance(target, Tensor) and reduction in _REDUCTIONS:
+        # The per-item case of most training loops ((N, C) logits, int64 class indices, in
+        # range or ignore_index), run eagerly: the checks below would accept it, and they cost
+        # more than the kernels on small inputs (issue 13), so test just that and bind the
+        # fused node, which keeps its exponentials for the backward (docs/performance.md,
+        # "Loss path").  Interpreters take the checks below (no value guards), then the same
+        # node without the residual.
         shape, tshape = input._data.shape, target._data.shape
         if len(shape) == 2 and target._data.dtype == _INT64 \
                 and _dt.is_floating_point_dtype(input._data.dtype) \
                 and tshape == shape[:1] and shape[0]:
             td = concrete(target, "cross_entropy: target classes in range")
+            c = shape[1]
             if shape[0] == 1:
                 lo = hi = int(td.item())
             else:
                 lo, hi = int(td.min()), int(td.max())
-            if 0 <= lo and hi < shape[1]:
-                return bind(nll_loss_p, (bind(log_softmax_p, (input,), {"dim": 1}), target,
-                                         None),
-                            {"reduction": "mean", "ignore_index": int(ignore_index)})
+            if (0 <= lo and hi < c) or _in_range_but_ignored(td, c, ignore_index):
+                return bind(cross_entropy_p, (input, target),
+                            _fused_params(input, reduction, ignore_index))
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _t(input, "cross_entropy"), _t(target, "cross_entropy")
     _require_float(input, "cross_entropy")
@@ -183,8 +206,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     nd = input._data.ndim
     cdim = 0 if nd == 1 else 1
     c = input._data.shape[cdim]
-    # Two fused primitives, log_softmax and nll_loss.  (A single cross_entropy primitive
-    # was measured no faster: docs/nn.md.)
+    if nd == 2 and weight is None and label_smoothing == 0.0 \
+            and not _dt.is_floating_point_dtype(target._data.dtype):
+        # (N, C) logits and class indices: one fused node (log_softmax + nll_loss), the same
+        # one the short path above binds, so eager, graph capture and dg.autobatch agree
+        check_nll_args(input, target, None, reduction, ignore_index, "cross_entropy")
+        return bind(cross_entropy_p, (input, target),
+                    _fused_params(input, reduction, ignore_index))
+    # Otherwise two fused primitives, log_softmax and nll_loss (and the smoothing terms).
     logp = log_softmax(input, cdim)
     if _dt.is_floating_point_dtype(target._data.dtype):
         return _cross_entropy_probs(logp, input, target, weight, reduction, label_smoothing, c,

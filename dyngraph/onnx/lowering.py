@@ -255,6 +255,15 @@ def _nll(ctx, node):
             ignore_index=int(p.get("ignore_index", -100)))
 
 
+@lowering("cross_entropy")
+def _cross_entropy(ctx, node):
+    # F.cross_entropy's fused node of (N, C) logits: LogSoftmax over the classes, then NLL
+    p = node.params
+    logp = ctx.add("LogSoftmax", [ctx.arg(node, 0)], axis=1)
+    ctx.add("NegativeLogLikelihoodLoss", [logp, ctx.arg(node, 1)], [ctx.out(node)],
+            reduction=p.get("reduction", "mean"), ignore_index=int(p.get("ignore_index", -100)))
+
+
 @lowering("cat")
 def _cat(ctx, node):
     nd = len(ctx.info(node.args[0]).shape)

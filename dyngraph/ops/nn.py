@@ -57,30 +57,53 @@ def _sum_keep(a, dim):
     return a.sum(axis=dim, keepdims=True)
 
 
+def _shift(x, dim):
+    """What ``log_softmax`` (and ``cross_entropy``) subtract before ``exp``, and how they sum.
+
+    Returns ``(shift, one_row)``.  One contiguous row (a per-item loss): whole-array
+    reductions, ~2x faster than axis/keepdims ones on tiny arrays and the same order of
+    operations (the shift and the sum are scalars).  Small inputs: one ufunc reduction
+    keeping ``dim`` (no ndarray.max method wrapper, no global min/max checks).  Large: the
+    global maximum when the spread allows it (see ``_SAFE_SPREAD``), else per row.
+    """
+    if x.size == x.shape[dim] and x.flags.c_contiguous:
+        return np.maximum.reduce(x, axis=None), True
+    if x.size > _SMALL:
+        hi, lo = x.max(), x.min()
+        if np.isfinite(hi) and np.isfinite(lo) and hi - lo < _SAFE_SPREAD.get(x.dtype, 0.0):
+            return hi, False
+    return np.maximum.reduce(x, axis=dim, keepdims=True), False
+
+
+def _exp_sum(e, dim, one_row):
+    """The sum of the exponentials along ``dim`` (kept), as ``_shift`` decided."""
+    if one_row:
+        return np.add.reduce(e, axis=None)
+    if e.size <= _SMALL:
+        return np.add.reduce(e, axis=dim, keepdims=True)
+    return _sum_keep(e, dim)
+
+
 @primitive("log_softmax", promote="float", save_output=True)
 def log_softmax_p(x, dim=-1):
     """Primitive: stable ``log_softmax`` along ``dim`` (arrays)."""
     if x.size == 0:
         return x.copy()
-    if x.size == x.shape[dim] and x.flags.c_contiguous:
-        # one row (a per-item loss): whole-array reductions, ~2x faster than axis/keepdims
-        # ones on tiny arrays and the same order of operations, so the same bits
-        shifted = x - np.maximum.reduce(x, axis=None)
-        shifted -= np.log(np.add.reduce(np.exp(shifted), axis=None))
-        return shifted
-    if x.size <= _SMALL:  # ufunc reductions directly: no ndarray.max/sum method wrappers
-        shifted = x - np.maximum.reduce(x, axis=dim, keepdims=True)
-        shifted -= np.log(np.add.reduce(np.exp(shifted), axis=dim, keepdims=True))
-        return shifted
-    shifted = _shifted(x, dim)
-    shifted -= np.log(_sum_keep(np.exp(shifted), dim))
+    shift, one_row = _shift(x, dim)
+    shifted = x - shift
+    shifted -= np.log(_exp_sum(np.exp(shifted), dim, one_row))
     return shifted
 
 
 def _log_softmax_vjp(g, out, x, dim=-1):
     if type(g) is np.ndarray and type(out) is np.ndarray:
-        # a plain backward: the same kernels without two binds (out <= 0: exp cannot overflow)
-        return g - np.exp(out) * sum_p.impl(g, dim=(dim,), keepdim=True)
+        # a plain backward: the same kernels without two binds (out <= 0: exp cannot overflow),
+        # written into exp's buffer when the dtypes agree (no two more temporaries)
+        e = np.exp(out)
+        if e.dtype == g.dtype and e.shape == g.shape:
+            e *= sum_p.impl(g, dim=(dim,), keepdim=True)
+            return np.subtract(g, e, out=e)
+        return g - e * sum_p.impl(g, dim=(dim,), keepdim=True)
     return g - exp_p(out) * sum_p(g, dim=(dim,), keepdim=True)
 
 
@@ -344,23 +367,172 @@ def _nll_vjp(g, out, logp, target, weight=None, reduction="mean", ignore_index=-
     dtype = logp.dtype if not isinstance(logp, Tensor) else logp._data.dtype
     shape = tuple(logp.shape)
     t = _raw(target)
+    scalar_g = type(g) is np.ndarray and g.ndim == 0 and g.dtype == dtype
     if weight is None and reduction == "mean" and len(shape) == 2 and shape[0] == 1 \
             and t[0] != ignore_index:
         # one row (per-item losses): the gradient is -g at the target class
         mask = np.zeros(shape, dtype=dtype)
+        if scalar_g:  # written directly: -(g * 1) is -g, no multiply over the row
+            mask[0, t[0]] = -g
+            return mask
         mask[0, t[0]] = -1
         return g * mask
     if weight is None and reduction == "mean" and len(shape) == 2 and shape[0] \
             and np.logical_and.reduce(t != ignore_index, axis=None):
         # every row weighs 1/N (the fast case of nll_loss_p): no weight arrays
         mask = np.zeros(shape, dtype=dtype)
-        mask[np.arange(shape[0]), t] = -(dtype.type(1) / dtype.type(shape[0]))
+        coef = -(dtype.type(1) / dtype.type(shape[0]))
+        if scalar_g:
+            # g * coef at the N targets instead of g times the whole (N, C) mask: one pass over
+            # the array less (zeros elsewhere, as PyTorch's nll_loss backward writes them)
+            mask[np.arange(shape[0]), t] = g * coef
+            return mask
+        mask[np.arange(shape[0]), t] = coef
         return g * mask
     w, safe = _coefs(shape, dtype, target, weight, reduction, ignore_index)
     return _g_with_class_dim(g, reduction) * _onehot_mask(tuple(logp.shape), dtype, w, safe)
 
 
 nll_loss_p.defvjp(_nll_vjp, None, None)
+
+
+# ---------------------------------------------------------------------------
+# cross_entropy: log_softmax + nll_loss of (N, C) logits in one node (eager short path)
+# ---------------------------------------------------------------------------
+
+class SoftmaxResidual:
+    """The exponentials ``exp(x - shift)`` and their row sums that one ``cross_entropy`` call
+    computed, kept for its backward so that it does not compute ``exp`` again.
+
+    ``F.cross_entropy`` passes a fresh holder (parameter ``residual``) only when it records a
+    node; the first backward takes the arrays out (and writes the gradient into them), so they
+    live from the forward to the first backward, like PyTorch's saved tensors.  A later
+    backward (``retain_graph=True``) finds it empty and recomputes them from the saved logits.
+    """
+
+    __slots__ = ("e", "s")
+
+    def __init__(self):
+        self.e = None
+        self.s = None
+
+    def take(self):
+        """``(e, s)``, or ``(None, None)`` once taken; the holder no longer refers to them."""
+        e, s = self.e, self.s
+        self.e = self.s = None
+        return e, s
+
+    def __repr__(self):
+        return f"SoftmaxResidual({'kept' if self.e is not None else 'empty'})"
+
+
+@primitive("cross_entropy", save_inputs=True, nondiff_argnums=(1,),
+           torch_name="NllLossBackward0")
+def cross_entropy_p(x, target, reduction="mean", ignore_index=-100, residual=None):
+    """Primitive: ``nll_loss(log_softmax(x, 1), target)`` of (N, C) logits and (N,) class indices
+    (no class weights), in one node.
+
+    The log-probabilities are formed only at the targets, by the same operations as the two
+    primitives (the same bits).  With a :class:`SoftmaxResidual` the exponentials are kept for
+    the backward, which is then one pass: ``softmax * g - g`` at the targets (only eager
+    calls get one; graph capture, ``dg.autobatch`` and ONNX export see the node without).
+    """
+    if x.size == 0:  # no rows or no classes: the composition's empty-input results
+        return nll_loss_p.impl(log_softmax_p.impl(x, dim=1), target, None, reduction,
+                               ignore_index)
+    e, s, shift = _ce_exp(x)
+    if residual is not None:
+        residual.e, residual.s = e, s
+    logs = np.log(s)
+    n = x.shape[0]
+    dtype = x.dtype
+    if n == 1 and reduction != "none":
+        t0 = target[0]
+        if t0 != ignore_index:  # one pick: -(logp[0, t]) as nll_loss_p computes it
+            lp = (x[0, t0] - (shift if shift.ndim == 0 else shift[0, 0])) \
+                - (logs if s.ndim == 0 else logs[0, 0])
+            return np.asarray(-lp, dtype=dtype)
+    logs = logs.reshape(n)
+    if shift.ndim:
+        shift = shift.reshape(n)
+    if reduction == "mean" and np.logical_and.reduce(target != ignore_index, axis=None):
+        total = ((x[np.arange(n), target] - shift) - logs).sum()  # n >= 1 here
+        return np.asarray(-total / dtype.type(n), dtype=dtype)
+    w, safe = _nll_terms(target, None, ignore_index, dtype)
+    picked = (x[np.arange(n), safe] - shift) - logs
+    return _reduce_losses(-w * picked, w, reduction, dtype)
+
+
+def _ce_exp(x):
+    """``(exp(x - shift), its row sums, shift)`` with log_softmax's shift and sums, in one
+    (N, C) buffer: the log-probabilities are only needed at the targets, where
+    ``x[n, t] - shift`` is the same subtraction log_softmax makes."""
+    shift, one_row = _shift(x, 1)
+    e = np.subtract(x, shift)
+    np.exp(e, out=e)
+    return e, _exp_sum(e, 1, one_row), shift
+
+
+def _ce_row_coefs(t, n, dtype, reduction, ignore_index):
+    """Per-row weights of the loss (1/N or 1, 0 for ignored rows), the safe target, or
+    ``(None, t)`` when every row counts with the same weight."""
+    valid = t != ignore_index
+    if np.logical_and.reduce(valid, axis=None):
+        return None, t
+    w = valid.astype(dtype)
+    if reduction == "mean":
+        count = np.add.reduce(w, axis=None)
+        # every row ignored: the loss is nan (0/0) and the gradient 0, as in PyTorch
+        w = w / count if count else w
+    return w, np.where(valid, t, 0)
+
+
+def _cross_entropy_vjp(g, out, x, target, reduction="mean", ignore_index=-100, residual=None):
+    n = x.shape[0]
+    if type(g) is np.ndarray and type(x) is np.ndarray:
+        t = target
+        if x.size == 0:
+            return np.zeros(x.shape, dtype=x.dtype)
+        e, s = residual.take() if residual is not None else (None, None)
+        if e is None:
+            e, s, _ = _ce_exp(x)
+        if n == 1 and reduction != "none" and s.ndim == 0 and t[0] != ignore_index:
+            # one row (a per-item loss): g / 1 is g, so the same bits as below, fewer calls
+            e *= g / s
+            e[0, t[0]] -= g
+            return e
+        dtype = e.dtype
+        w, safe = _ce_row_coefs(t, n, dtype, reduction, ignore_index)
+        if reduction == "none":
+            c = g if w is None else g * w            # (N,): each row's own cotangent
+        elif w is None:
+            c = g / dtype.type(n) if reduction == "mean" else g   # 0-d: the same for all rows
+        else:
+            c = g * w
+        # softmax * c - c at the target: the softmax is e / s, so e is scaled in place (the
+        # holder gave it up, or it was just recomputed): one pass, no temporary
+        if s.ndim == 0:
+            e *= c / s
+        else:
+            e *= (c.reshape(n, 1) if c.ndim else c) / s
+        e[np.arange(n), safe] -= c
+        return e
+    # create_graph: written with primitives, so the gradient is differentiable again.  The
+    # one-hot and row-weight constants are NumPy arrays from the target's values, so graph
+    # capture replaces this rule by one opaque node (the array path above at replay: the same
+    # bits as eager)
+    t = _raw(target)
+    dtype = x.dtype if not isinstance(x, Tensor) else x._data.dtype
+    w, safe = _ce_row_coefs(t, n, dtype, reduction, ignore_index)
+    if w is None:
+        w = np.full(n, dtype.type(1) / dtype.type(n) if reduction == "mean" else 1, dtype=dtype)
+    onehot = np.zeros(tuple(x.shape), dtype=dtype)
+    onehot[np.arange(n), safe] = w
+    gg = reshape_p(g, shape=(n, 1)) if reduction == "none" else g
+    return gg * (softmax_p(x, dim=1) * w.reshape(n, 1) - onehot)
+
+
+cross_entropy_p.defvjp(_cross_entropy_vjp, None)
 
 
 # -- batching rules (dg.autobatch; the generic rules are in ops/_batching.py) --------------
@@ -374,6 +546,8 @@ def _defbatch_nn():
     R["layer_norm"].defbatch(b.leading)
     R["embedding"].defbatch(b.embedding_rule)
     R["nll_loss"].defbatch(b.nll_loss_rule)
+    # the same signature and reductions as nll_loss: one reduction='none' call over all rows
+    R["cross_entropy"].defbatch(b.nll_loss_rule)
     R["embedding_backward"].defbatch(fallback=b.BACKWARD_ONLY)
 
 

@@ -154,21 +154,39 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
 
     Checks the target (integer dtype, shape, class range) and names ``op`` in errors.
     """
-    ld, td = logp._data, target._data
-    if td.dtype not in (np.int64, np.uint8):  # PyTorch: "expected ... Long or Byte"
+    if logp._data.ndim == 1:
+        check_nll_target(logp, target, op)
+        out = nll_loss_nd(reshape_p(logp, shape=(1,) + logp._data.shape),
+                          reshape_p(target, shape=(1,)), weight, reduction,
+                          ignore_index, op)
+        return reshape_p(out, shape=()) if reduction == "none" else out
+    weight = check_nll_args(logp, target, weight, reduction, ignore_index, op)
+    params = {"reduction": reduction, "ignore_index": int(ignore_index)}
+    return bind(nll_loss_p, (logp, target, weight), params)
+
+
+def check_nll_target(logp: Tensor, target: Tensor, op: str) -> None:
+    """The target's dtype (int64 or uint8) and, for an unbatched ``(C,)`` input, its shape."""
+    if target._data.dtype not in (np.int64, np.uint8):  # PyTorch: "expected ... Long or Byte"
         raise RuntimeError(
             f"{op}: expected target of class indices with dtype int64 (Long) or uint8 (Byte), "
             f"got {target.dtype} of shape {list(target.shape)}; use .long(), or pass class "
             "probabilities with the same shape as the input")
-    if ld.ndim == 1:
-        if td.ndim != 0:
-            raise ValueError(
-                f"{op}: for an unbatched input of shape {list(ld.shape)} the target must be a "
-                f"0-d tensor of one class index, got shape {list(td.shape)}")
-        out = nll_loss_nd(reshape_p(logp, shape=(1,) + ld.shape),
-                          reshape_p(target, shape=(1,)), weight, reduction,
-                          ignore_index, op)
-        return reshape_p(out, shape=()) if reduction == "none" else out
+    if logp._data.ndim == 1 and target._data.ndim != 0:
+        raise ValueError(
+            f"{op}: for an unbatched input of shape {list(logp.shape)} the target must be a "
+            f"0-d tensor of one class index, got shape {list(target.shape)}")
+
+
+def check_nll_args(logp: Tensor, target: Tensor, weight, reduction: str, ignore_index: int,
+                   op: str):
+    """The checks of ``nll_loss_nd`` for an ``(N, C, d1, ...)`` input (target shape and class
+    range, weight shape, reduction); returns the weight in the input's dtype (or None).
+
+    The class-range check reads the target's values only to raise an error.
+    """
+    check_nll_target(logp, target, op)
+    ld, td = logp._data, target._data
     if ld.ndim < 1 or td.shape != ld.shape[:1] + ld.shape[2:]:
         # PyTorch: a batch-size mismatch is a ValueError, any other target shape a RuntimeError
         kind = ValueError if td.ndim == ld.ndim - 1 and td.shape[:1] != ld.shape[:1] else RuntimeError
@@ -196,5 +214,4 @@ def nll_loss_nd(logp: Tensor, target: Tensor, weight=None, reduction: str = "mea
             weight = weight.to(logp.dtype)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
-    params = {"reduction": reduction, "ignore_index": int(ignore_index)}
-    return bind(nll_loss_p, (logp, target, weight), params)
+    return weight
