@@ -40,6 +40,9 @@ static PyObject *ZERO = NULL, *ONE = NULL;
    wrapped function in its _quiet_impl slot, and bind sets the variable around that function
    itself: the wrapper's work without its Python frame. */
 static PyObject *FpVar = NULL, *FpQuiet = NULL;
+/* registry.EMPTY: the params of calls made without any (``bind(prim, args)``), shared as in
+   the Python path (a fresh dict per call before) */
+static PyObject *EmptyParams = NULL;
 /* NumPy's array/dtype fields are read directly (check_layout's probe agreed); numpy.dtype */
 static int layout_ok = 0;
 static PyTypeObject *DescrType = NULL;
@@ -127,10 +130,15 @@ static int check_layout(void);
 
 static PyObject *setup(PyObject *self, PyObject *args) {
     PyObject *tensor, *node, *array, *state, *slow, *operr, *prim, *meta, *asarray, *finish, *markview;
-    PyObject *fpvar, *fpquiet;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
-                          &meta, &asarray, &finish, &markview, &fpvar, &fpquiet))
+    PyObject *fpvar, *fpquiet, *empty;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO", &tensor, &node, &array, &state, &slow, &operr, &prim,
+                          &meta, &asarray, &finish, &markview, &fpvar, &fpquiet, &empty))
         return NULL;
+    if (!PyDict_CheckExact(empty)) {
+        PyErr_SetString(PyExc_TypeError, "_speedups.setup: EMPTY must be a dict");
+        return NULL;
+    }
+    Py_XSETREF(EmptyParams, Py_NewRef(empty));
     if (fpvar != Py_None && !PyContextVar_CheckExact(fpvar)) {
         PyErr_SetString(PyExc_TypeError, "_speedups.setup: the FP state must be a ContextVar or None");
         return NULL;
@@ -610,8 +618,8 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     if (!PyTuple_Check(args)) return slow(prim, args, params ? params : Py_None);
     int has_params = params != NULL && PyDict_Check(params) && PyDict_GET_SIZE(params) > 0;
     if (params == NULL) {
-        empty_params = PyDict_New();
-        if (empty_params == NULL) return NULL;
+        /* a new reference, released on every exit as before */
+        empty_params = Py_NewRef(EmptyParams);
         params = empty_params;
     }
 #define SLOW()                                            \
@@ -725,22 +733,19 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             if (!((kind == 'i' || kind == 'u') && same && !float_scalar)) SLOW();
         }
     }
-    /* forward */
-    PyObject *argtuple = PyTuple_New(n);
-    if (argtuple == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(argtuple, i, Py_NewRef(datas[i]));
+    /* forward: a vectorcall on the datas array (no argument tuple) */
     PyObject *out;
+    PyObject *kw = has_params ? params : NULL;
     PyObject *quiet_impl = SLOT(prim, p_quiet_impl);
     if (quiet_impl != Py_None && FpVar != NULL) {
         /* ops/_util.py's quiet_fp: set the FP state, run the wrapped forward, reset the state
            whatever happened (the wrapper's try/finally) */
         PyObject *token = PyContextVar_Set(FpVar, FpQuiet);
         if (token == NULL) {
-            Py_DECREF(argtuple);
             Py_XDECREF(empty_params);
             return NULL;
         }
-        out = PyObject_Call(quiet_impl, argtuple, has_params ? params : NULL);
+        out = PyObject_VectorcallDict(quiet_impl, datas, n, kw);
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
         int reset = PyContextVar_Reset(FpVar, token);
@@ -750,15 +755,13 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             Py_XDECREF(ev);
             Py_XDECREF(tb);
             Py_XDECREF(out);
-            Py_DECREF(argtuple);
             Py_XDECREF(empty_params);
             return NULL;
         }
         PyErr_Restore(et, ev, tb);
     } else {
-        out = PyObject_Call(SLOT(prim, p_impl), argtuple, has_params ? params : NULL);
+        out = PyObject_VectorcallDict(SLOT(prim, p_impl), datas, n, kw);
     }
-    Py_DECREF(argtuple);
     if (out == NULL) {
         /* re-raise ValueError/TypeError/IndexError with the op's name, shapes and dtypes */
         if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError) ||

@@ -565,6 +565,6 @@ if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
         _speedups = None
     if _speedups is not None:
         _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
-                        _as_array, _finish, _mark_view, _FP_STATE, _FP_QUIET)
+                        _as_array, _finish, _mark_view, _FP_STATE, _FP_QUIET, EMPTY)
         bind = _speedups.bind
         mark_views = _speedups.mark_views

@@ -79,6 +79,11 @@ def stack_p(*xs, dim=0):
     """Stack same-shape arrays along a new dimension ``dim``."""
     if dim < 0:
         dim += xs[0].ndim + 1
+    if dim == 0:
+        # np.array of same-shape arrays stacks them along a new first axis in one C call, into
+        # an array that owns its memory: 2-6x faster than the concatenation below for the
+        # small inputs of dynamic models (28 0-d losses: 1.1 vs 7.6 us; 4 x (128,): 2.0 vs 3.9)
+        return np.array(xs)
     # np.concatenate of views with the new axis: np.stack's argument checks (a Python
     # function) cost about as much as the copy for the small inputs of dynamic models
     idx = (slice(None),) * dim + (None,)

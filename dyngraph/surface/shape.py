@@ -430,7 +430,17 @@ def cat(tensors, dim: int = 0, *, axis=None):
         if isinstance(ref, Tensor):
             s0 = ref._data.shape
             nd = len(s0)
-            if nd and -nd <= dim < nd:
+            if nd == 1 and (dim == 0 or dim == -1):
+                # vectors end to end (the usual call): only their rank and emptiness to check
+                for x in tensors:
+                    if not isinstance(x, Tensor):
+                        break
+                    s = x._data.shape
+                    if len(s) != 1 or not s[0]:
+                        break
+                else:
+                    return bind(cat_p, tuple(tensors), {"dim": 0})
+            elif nd and -nd <= dim < nd:
                 d = dim + nd if dim < 0 else dim
                 head, tail = s0[:d], s0[d + 1:]
                 for x in tensors:
