@@ -477,6 +477,80 @@ WRAP(py_lstm_cell_hidden, K_CELL_HIDDEN)
 WRAP(py_lstm_cell_state_vjp, K_CELL_STATE_VJP)
 WRAP(py_lstm_cell_hidden_vjp, K_CELL_HIDDEN_VJP)
 
+static PyObject *kw_out;   /* ("out",): the keyword of the product call */
+
+/* lstm_sequence(mm, hw, xw, c0, acts, hs, cs, hbuf, reverse): a whole LSTM direction of
+ * equal steps (S = steps * B rows), without projection.  Each step calls
+ * mm[0](mm[1], mm[2], out=mm[3]) -- NumPy's matmul, writing the hidden product that hw
+ * (B, 4H) views -- then runs the gates of lstm_forward on rows of xw/acts/hs/cs; this
+ * step's h also goes to hbuf (B, H), which the next product reads.  The caller fills
+ * hbuf with h0 first.  One call per layer instead of a Python loop (at batch 1 the loop
+ * and the per-step argument checks cost as much as the gates). */
+static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *names[] = {"hw", "xw", "c0", "acts", "hs", "cs", "hbuf"};
+    Ctx ctx = {"lstm_sequence", -1, -1};
+    Arr a[7];
+    Py_ssize_t H, S = 0, B;
+    memset(a, 0, sizeof a);
+    if (check_nargs(ctx.kern, nargs, 9, "mm, hw, xw, c0, acts, hs, cs, hbuf, reverse") < 0)
+        return NULL;
+    PyObject *mm = args[0];
+    if (!PyTuple_Check(mm) || PyTuple_GET_SIZE(mm) != 4 || !PyCallable_Check(PyTuple_GET_ITEM(mm, 0))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lstm_sequence: mm must be a tuple (matmul, a, b, out) with a callable matmul");
+        return NULL;
+    }
+    int reverse = PyObject_IsTrue(args[8]);
+    if (reverse < 0 || gate_width(&ctx, "acts", args[4], 4, &H) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    void *buf = NULL;
+    /* rows: acts, xw, hs, cs have S; hw, c0, hbuf have B */
+    static const int order[] = {3, 1, 4, 5, 0, 2, 6};
+    static const int width[] = {4, 4, 1, 4, 1, 1, 1};
+    for (int k = 0; k < 7; k++) {
+        int i = order[k];
+        if (k == 4) {
+            S = ctx.rows;
+            ctx.rows = -1;
+        }
+        if (get_arr(&ctx, names[i], args[1 + i], i >= 3, 0, width[i] * H, &a[i]) < 0)
+            goto done;
+    }
+    B = ctx.rows;
+    if (B == 0 || S % B) {
+        PyErr_Format(PyExc_ValueError, "lstm_sequence: %zd rows are not whole steps of %zd rows",
+                     S, B);
+        goto done;
+    }
+    if ((buf = scratch(7 * H, ctx.f32)) == NULL)
+        goto done;
+    {
+        Py_ssize_t n = S / B;
+        PyObject *call[3] = {PyTuple_GET_ITEM(mm, 1), PyTuple_GET_ITEM(mm, 2), PyTuple_GET_ITEM(mm, 3)};
+        for (Py_ssize_t s = 0; s < n; s++) {
+            Py_ssize_t t = reverse ? n - 1 - s : s;
+            PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(mm, 0), call, 2, kw_out);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+            Py_ssize_t prev = s == 0 ? -1 : (reverse ? t + 1 : t - 1);
+            BEGIN_LOOP(B * 4 * H)
+            if (ctx.f32)
+                lstm_seq_step_f(t, prev, B, H, a, buf);
+            else
+                lstm_seq_step_d(t, prev, B, H, a, buf);
+            END_LOOP()
+        }
+    }
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(buf);
+    release(a, 7);
+    return res;
+}
+
 /* unary(name, x, out): name is 'exp', 'tanh' or 'sigmoid' */
 static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -505,6 +579,11 @@ static PyMethodDef methods[] = {
      "lstm_forward(hw, xw, c_prev, acts, c, h): one LSTM step's pointwise math.\n\n"
      "acts (B, 4H) <- sigmoid/tanh of hw + xw (gate order i, f, g, o; xw may be None);\n"
      "c (B, H) <- f * c_prev + i * g; h (B, H) <- tanh(c) * o."},
+    {"lstm_sequence", (PyCFunction)(void (*)(void))py_lstm_sequence, METH_FASTCALL,
+     "lstm_sequence(mm, hw, xw, c0, acts, hs, cs, hbuf, reverse): a whole LSTM direction.\n\n"
+     "Equal steps of B rows, no projection: per step mm[0](mm[1], mm[2], out=mm[3]) writes\n"
+     "the hidden product that hw views, then lstm_forward's gates fill the step's rows of\n"
+     "acts, hs, cs and hbuf (the next product's input, holding h0 at the start)."},
     {"lstm_backward", (PyCFunction)(void (*)(void))py_lstm_backward, METH_FASTCALL,
      "lstm_backward(dh, ghs, dc, acts, c, c_prev, dgates, dc_prev): one step of BPTT.\n\n"
      "dh + ghs (ghs may be None) is the gradient of h, dc that of c; writes the gradient of\n"
@@ -539,7 +618,12 @@ static struct PyModuleDef module = {
     -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+    if (kw_out == NULL && (kw_out = Py_BuildValue("(s)", "out")) == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
 
 #else   /* ---- KERNEL_T defined: the row loops for one dtype (included twice, above) ---- */
 
@@ -654,6 +738,29 @@ KCLONES static void NM(lstm_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, v
         NM(lstm_bwd_row)(H, dhb, dcb, ab, cb, cpb, dgb, dcpb);
         NM(scatter)(&a[6], b, 0, 4 * H, dgb);
         NM(scatter)(&a[7], b, 0, H, dcpb);
+    }
+}
+
+/* One step of lstm_sequence: rows [t B, t B + B) of the layer from the product hw (B, 4H)
+ * and the state of step `prev` (-1: c0).  a: hw, xw, c0, acts, hs, cs, hbuf (the next
+ * product's input: this step's h again). */
+KCLONES static void NM(lstm_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t B, Py_ssize_t H,
+                                      Arr *a, void *vbuf)
+{
+    T *p = (T *)vbuf, *cpb = p + 4 * H, *cb = cpb + H, *hb = cb + H;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        Py_ssize_t row = t * B + b;
+        NM(gather)(&a[0], b, 0, 4 * H, p);
+        NM(gather_add)(&a[1], row, 4 * H, p);
+        if (prev < 0)
+            NM(gather)(&a[2], b, 0, H, cpb);
+        else
+            NM(gather)(&a[5], prev * B + b, 0, H, cpb);
+        NM(lstm_fwd_row)(H, p, cpb, cb, hb);
+        NM(scatter)(&a[3], row, 0, 4 * H, p);
+        NM(scatter)(&a[5], row, 0, H, cb);
+        NM(scatter)(&a[4], row, 0, H, hb);
+        NM(scatter)(&a[6], b, 0, H, hb);
     }
 }
 

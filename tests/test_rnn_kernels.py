@@ -186,6 +186,35 @@ def test_lstm_cell_node_kernels_equal_numpy_rules(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_sequence_equals_a_loop_of_steps(dtype, reverse):
+    """The one-call layer (equal steps, no projection) is the per-step kernel in a C loop."""
+    rng = np.random.default_rng(6)
+    n, b, h = 4, 2, 5
+    xw, c0 = _rand(rng, (n * b, 4 * h), dtype, 2), _rand(rng, (b, h), dtype)
+    h0, w = _rand(rng, (b, h), dtype), _rand(rng, (4 * h, h), dtype, 0.5)
+    acts, hs, cs = np.empty((n * b, 4 * h), dtype), np.empty((n * b, h), dtype), np.empty((n * b, h), dtype)
+    hbuf, prod = h0.copy(), np.empty((4 * h, b), dtype)
+    K.lstm_sequence((np.matmul, w, hbuf.T, prod), prod.T, xw, c0, acts, hs, cs, hbuf, reverse)
+    want = [np.empty_like(acts), np.empty_like(hs), np.empty_like(cs)]
+    hp, cp = h0, c0
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        rows = slice(t * b, t * b + b)
+        K.lstm_forward((w @ hp.T).T, xw[rows], cp, want[0][rows], want[2][rows], want[1][rows])
+        hp, cp = want[1][rows], want[2][rows]
+    for g, wnt in zip((acts, hs, cs), want, strict=True):
+        np.testing.assert_array_equal(g, wnt)
+    np.testing.assert_array_equal(hbuf, hp)
+    with pytest.raises(ValueError, match="lstm_sequence: 8 rows are not whole steps of 3 rows"):
+        K.lstm_sequence((np.matmul, w, hbuf.T, prod), np.zeros((3, 4 * h), dtype), xw,
+                        np.zeros((3, h), dtype), acts, hs, cs, np.zeros((3, h), dtype), reverse)
+    with pytest.raises(TypeError, match="lstm_sequence: mm must be a tuple"):
+        K.lstm_sequence((w, hbuf.T, prod), prod.T, xw, c0, acts, hs, cs, hbuf, reverse)
+    with pytest.raises(ValueError, match="matmul"):    # the product's own error comes through
+        K.lstm_sequence((np.matmul, w, hbuf, prod), prod.T, xw, c0, acts, hs, cs, hbuf, reverse)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_strided_inputs(dtype):
     """Inputs may be transposed, column slices or broadcast; outputs are written in place."""
     rng = np.random.default_rng(4)

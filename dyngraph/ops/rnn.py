@@ -343,6 +343,22 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     prod = np.empty(4 * hsz * batch_sizes[0], dtype) if f32 else None   # (4H, r) products
     wt = w_hh.T
     step = _K.lstm_forward
+    if uniform and w_hr is None:
+        # Equal steps (a padded batch, one sequence): the whole loop in one call, which per
+        # step calls matmul on fixed arrays (the product reads ``hbuf``, the step's h) and
+        # runs the gates; ~3 us less per step at batch 1 (a step costs ~11 us there) than
+        # the loop below with its per-step views and argument checks.
+        b0 = batch_sizes[0]
+        hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
+        if f32:
+            p2 = prod.reshape(4 * hsz, b0)
+            mm, hw = (np.matmul, w_hh, hbuf.T, p2), p2.T
+        else:
+            p2 = np.empty((b0, 4 * hsz), dtype)
+            mm, hw = (np.matmul, hbuf, wt, p2), p2
+        _K.lstm_sequence(mm, hw, xw, c, acts, hs, cs, hbuf, reverse)
+        last = slice(0, b0) if reverse else slice((n - 1) * b0, n * b0)
+        return hs, hbuf, cs[last].copy(), acts, cs
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
