@@ -76,3 +76,86 @@ def test_an_input_from_several_groups_is_one_gather_node():
     np.testing.assert_allclose(loss.item(), loss_e.item(), **TOL)
     for g1, g2 in zip(gb, ge, strict=True):
         np.testing.assert_allclose(g1.numpy(), g2.numpy(), **TOL)
+
+
+class _Tree:
+    def __init__(self, word=None, kids=()):
+        self.word, self.kids = word, kids
+
+
+def _trees(rng, n):
+    def make(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return _Tree(int(rng.integers(0, 7)))
+        return _Tree(kids=(make(depth - 1), make(depth - 1)))
+    return [make(int(rng.integers(1, 5))) for _ in range(n)]
+
+
+def _tree_model(rng):
+    E = dg.tensor(rng.standard_normal((7, 4)), requires_grad=True)
+    W = dg.tensor(rng.standard_normal((8, 4)) * 0.5, requires_grad=True)
+    V = dg.tensor(rng.standard_normal((4, 4)) * 0.5, requires_grad=True)
+
+    def leaf(x, w):                     # a cell whose second input is a shared parameter
+        return dg.tanh(x @ w)
+
+    def phrase(a, b):                   # three outputs; the third is never used
+        e = dg.cat([a, b], dim=1)
+        h = dg.tanh(e @ W)
+        return h, dg.sigmoid(h), h * 3.0
+
+    def loss(h):
+        return (h @ V).sum()
+
+    return E, W, V, leaf, phrase, loss
+
+
+def _run(trees, E, P, leaf, phrase, loss, hooked):
+    """Summed node losses; ``hooked`` gets the first phrase cell's second output."""
+    losses = []
+
+    def node(t):
+        if t.word is not None:
+            h = leaf(E[t.word:t.word + 1], P)
+        else:
+            h, g, _unused = phrase(node(t.kids[0]), node(t.kids[1]))
+            if not hooked:
+                hooked.append(g)        # a cell's output: its hook sees the member's row
+            h = h * g
+        losses.append(loss(h))
+        return h
+
+    for t in trees:
+        node(t)
+    return dg.stack(losses).sum()
+
+
+def test_cell_groups_differentiate_like_eager_with_shared_inputs_unused_outputs_hooks():
+    rng = np.random.default_rng(5)
+    trees = _trees(rng, 12)
+    E, W, V, leaf, phrase, loss = _tree_model(rng)
+    P = dg.tensor(rng.standard_normal((4, 4)) * 0.5, requires_grad=True)
+    params = [E, W, V, P]
+
+    seen_e = []
+    hooked_e = []
+    total_e = _run(trees, E, P, leaf, phrase, loss, hooked_e)
+    hooked_e[0].register_hook(lambda g: seen_e.append(g.numpy().copy()))
+    g1 = dg.autograd.grad(total_e, params, retain_graph=True)
+    g2 = dg.autograd.grad(total_e, params)
+
+    cells = [dg.autobatch.cell(f) for f in (leaf, phrase, loss)]
+    seen_b = []
+    hooked_b = []
+    with dg.autobatch(stats=True) as ab:
+        total_b = _run(trees, E, P, *cells, hooked_b)
+        hooked_b[0].register_hook(lambda g: seen_b.append(g.numpy().copy()))
+        total_b.backward(retain_graph=True)        # .grad accumulates over two backwards
+        total_b.backward()
+    assert ab.stats.cells > 0 and not ab.stats.fallbacks
+    np.testing.assert_allclose(total_b.item(), total_e.item(), **TOL)
+    for p, a, b in zip(params, g1, g2, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), a.numpy() + b.numpy(), **TOL)
+    assert len(seen_b) == 2 and len(seen_e) == 2
+    for a, b in zip(seen_b, seen_e, strict=True):
+        np.testing.assert_allclose(a, b, **TOL)

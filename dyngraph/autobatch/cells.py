@@ -47,8 +47,9 @@ class Template:
     tensor that outlives the call (a buffer), ``(3, value)`` a Python value.
     """
 
-    __slots__ = ("name", "steps", "outs", "specs", "rgs", "multi", "weak", "batch", "batchable",
-                 "batch_reason", "is_view", "differentiable", "n_outputs", "sid", "__weakref__")
+    __slots__ = ("name", "steps", "outs", "specs", "rgs", "protos", "multi", "weak", "batch",
+                 "batchable", "batch_reason", "is_view", "differentiable", "n_outputs", "sid",
+                 "__weakref__")
 
     def __init__(self, name, steps, outs, specs, multi, weak):
         self.name = f"cell:{name}"
@@ -56,6 +57,9 @@ class Template:
         self.outs = outs
         self.specs = specs
         self.rgs = tuple(sp[3] for sp in specs)
+        # per output, what a recorded call's pending tensor gets (interpreter.call_cell)
+        self.protos = tuple((sp[0], sp[1], len(sp[0]), sp[2], bool(sp[3]), k)
+                            for k, sp in enumerate(specs))
         self.multi = multi
         self.weak = weak
         self.batch = _replay_batched

@@ -242,8 +242,8 @@ class Autobatcher(Interpreter):
         node.mark = 0
         node.nuse = 0
         if versions_of is not None:
-            node.versions = tuple(a._vc[0] if isinstance(a, Tensor) and a._vc is not None else 0
-                                  for a in versions_of)
+            node.versions = [a._vc[0] if isinstance(a, Tensor) and a._vc is not None else 0
+                             for a in versions_of]
         else:
             node.versions = None
         if STATE.anomaly:
@@ -360,9 +360,53 @@ class Autobatcher(Interpreter):
         st = self.stats
         if st is not None:
             st.cells += 1
-        out = self._record(tmpl, EMPTY, stored, tmpl.sid, depth, tmpl.specs, True,
-                           tmpl.rgs, None)
-        return out if tmpl.multi else out[0]
+            st.nodes += 1
+        # _record inlined, with the template's output facts computed once (``protos``):
+        # this runs once per cell call, the hottest path of recording
+        node = _new(PNode)
+        node.prim = tmpl
+        node.params = EMPTY
+        node.args = stored
+        node.sig = tmpl.sid
+        node.depth = depth
+        node.result = None
+        node.row = None
+        node.seq = self.seq
+        self.seq += 1
+        node.interp = self
+        node.grad_enabled = key[0]
+        node.mark = 0
+        node.nuse = 0
+        node.versions = None
+        node.specs = tmpl.specs
+        if STATE.anomaly:
+            from ..autograd.anomaly import capture_stack  # noqa: PLC0415  (anomaly mode only)
+
+            node.info = capture_stack()
+        self.nodes.append(node)
+        refs = []
+        outs = []
+        for shape, dtype, ndim, size, rg, k in tmpl.protos:
+            lz = _new(Lazy)
+            lz.shape = shape
+            lz.dtype = dtype
+            lz.ndim = ndim
+            lz.size = size
+            lz.node = node
+            lz.k = k
+            t = _new(Tensor)
+            t._data = lz
+            t._rg = rg
+            t._fn = node if rg else None
+            t._nr = k
+            t._grad = None
+            t._vc = None
+            t._base = None
+            t._hooks = None
+            refs.append(_weakref(t))
+            outs.append(t)
+        node.refs = refs
+        return tuple(outs) if tmpl.multi else outs[0]
 
     def _infer(self, prim, args, params):
         """Output shapes/dtypes of one call: run it on zero-filled stand-ins (once per signature).
@@ -716,7 +760,7 @@ class Autobatcher(Interpreter):
             if n0.info is not None:
                 self._attach_info(group)
             for n in group:
-                if n.__dict__ and (n.pre_hooks or n.retained):   # rare: in the instance dict
+                if n.pre_hooks is not None or n.retained is not None:   # rare
                     self._attach_hooks(n)
                 n.args = None
         finally:
