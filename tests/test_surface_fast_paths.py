@@ -217,3 +217,30 @@ def test_stack_of_mixed_dtypes_and_views():
     y = dg.stack(parts)
     assert y.dtype == dg.float64 and y.shape == (3, 3)
     np.testing.assert_array_equal(y.numpy(), np.stack([p.numpy().astype(np.float64) for p in parts]))
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 0)])
+@pytest.mark.parametrize("call", ["sum()", "sum(0)", "sum(-1)", "sum(1, keepdim=True)", "sum(dim=0)",
+                                  "mean()", "mean(-1)", "mean(0, True)",
+                                  "sum(axis=0)", "mean(1)"])
+def test_sum_and_mean_methods_match_torch_and_the_general_path(shape, call):
+    from dyngraph.surface import reduction as _red
+
+    d, t = _pair(shape)
+    try:
+        yt = eval("t." + call)
+    except (IndexError, RuntimeError) as exc:
+        with pytest.raises(type(exc)):
+            eval("d." + call)
+        return
+    yd = eval("d." + call)
+    name = call.split("(")[0]
+    fn = _red.sum if name == "sum" else _red.mean
+    yg = eval(f"fn(d{', ' if call[len(name) + 1] != ')' else ''}{call[len(name) + 1:]}")   # the function
+    assert tuple(yd.shape) == tuple(yt.shape) == tuple(yg.shape)
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert yd.grad_fn.params == yg.grad_fn.params
+    assert yd.grad_fn.name() == yg.grad_fn.name()
+    yd.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_allclose(d.grad.numpy(), t.grad.numpy(), rtol=1e-6)

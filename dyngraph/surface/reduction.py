@@ -654,11 +654,31 @@ def sum_to_size(input, *size):
     return bind(sum_to_shape_p, (input,), {"shape": size})
 
 
+def _method_params(self, dim, keepdim):
+    """The params of ``x.sum()`` / ``x.sum(d)`` / ``x.sum(d, keepdim=True)`` (the usual calls,
+    what ``_reduce_args`` returns for them), or None for anything else."""
+    if dim is None:
+        return {"keepdim": True} if keepdim is True else {} if keepdim is False else None
+    if type(dim) is int:
+        nd = self._data.ndim
+        if -nd <= dim < nd and (keepdim is False or keepdim is True):
+            return {"dim": (dim % nd,), "keepdim": True} if keepdim else {"dim": (dim % nd,)}
+    return None
+
+
 def _sum_method(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    if dtype is None and axis is None and keepdims is None:
+        params = _method_params(self, dim, keepdim)
+        if params is not None:
+            return bind(sum_p, (self,), params)
     return sum(self, dim if axis is None else axis, keepdim if keepdims is None else keepdims, dtype=dtype)
 
 
 def _mean_method(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    if dtype is None and axis is None and keepdims is None:
+        params = _method_params(self, dim, keepdim)
+        if params is not None:
+            return bind(mean_p, (self,), params)
     return mean(self, dim if axis is None else axis, keepdim if keepdims is None else keepdims, dtype=dtype)
 
 
