@@ -158,6 +158,11 @@ def _reshape_method(self, *shape):
 def _view_method(self, *shape):
     """``x.view(*shape)`` (a view; PyTorch's error when the strides do not allow one) or
     ``x.view(dtype)`` (reinterpret the bytes, not differentiable)."""
+    if shape and type(shape[0]) is int:
+        # x.view(a, b, ...) on a C-contiguous tensor (the usual call): always a view
+        d = self._data
+        if d.flags.c_contiguous:
+            return bind(reshape_p, (self,), {"shape": _infer_shape(shape, d.size, "view")})
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list, Size, np.integer)):
         np_dt = _dt.to_numpy_dtype(shape[0])
         if np_dt == self._data.dtype:
