@@ -49,6 +49,8 @@ __all__ = [
 
 def _infer_shape(shape, numel: int, op: str) -> tuple:
     # map/math.prod instead of generator loops: this runs on every view/reshape call
+    if len(shape) == 1 and type(shape[0]) is int and (shape[0] == -1 or shape[0] == numel):
+        return (numel,)                                    # x.view(-1), x.reshape(n): flat
     shape = tuple(map(int, shape))
     if -1 in shape:
         i = shape.index(-1)
