@@ -269,3 +269,18 @@ def test_explicit_log_softmax_and_nll_loss_gradients_match_torch():
     b.grad = None
     torch.nn.functional.nll_loss(torch.log_softmax(b[:1], 1), torch.tensor(t[:1])).backward()
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=2e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(3, 6), (4, 700)])
+def test_masked_logits_with_minus_inf_match_torch(shape):
+    # -inf for masked classes (never a target): the global shift is refused, the rows stay finite
+    n, c = shape
+    x = _logits(shape, np.float32, 13)
+    x[:, 1::3] = -np.inf
+    t = np.array([0, 2, 5, 3][:n])
+    a, b, la, lb = _pair(x, t)
+    np.testing.assert_allclose(la.item(), lb.item(), rtol=2e-6)
+    la.backward()
+    lb.backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=2e-5, atol=1e-8)
+    assert not np.isnan(a.grad.numpy()).any()

@@ -190,8 +190,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
             c = shape[1]
             if shape[0] == 1:
                 lo = hi = int(td.item())
-            else:
-                lo, hi = int(td.min()), int(td.max())
+            else:  # the ufunc reductions directly: no ndarray.min/max wrapper frames
+                lo = int(np.minimum.reduce(td, axis=None))
+                hi = int(np.maximum.reduce(td, axis=None))
             if (0 <= lo and hi < c) or _in_range_but_ignored(td, c, ignore_index):
                 return bind(cross_entropy_p, (input, target),
                             _fused_params(input, reduction, ignore_index))

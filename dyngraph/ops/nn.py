@@ -69,8 +69,10 @@ def _shift(x, dim):
     if x.size == x.shape[dim] and x.flags.c_contiguous:
         return np.maximum.reduce(x, axis=None), True
     if x.size > _SMALL:
-        hi, lo = x.max(), x.min()
-        if np.isfinite(hi) and np.isfinite(lo) and hi - lo < _SAFE_SPREAD.get(x.dtype, 0.0):
+        hi, lo = np.maximum.reduce(x, axis=None), np.minimum.reduce(x, axis=None)
+        # lo = -inf or a NaN makes hi - lo inf or NaN, so the test fails without isfinite(lo);
+        # isfinite(hi) keeps all-+inf inputs from inf - inf (a warning)
+        if np.isfinite(hi) and hi - lo < _SAFE_SPREAD.get(x.dtype, 0.0):
             return hi, False
     return np.maximum.reduce(x, axis=dim, keepdims=True), False
 
@@ -456,7 +458,8 @@ def cross_entropy_p(x, target, reduction="mean", ignore_index=-100, residual=Non
     if shift.ndim:
         shift = shift.reshape(n)
     if reduction == "mean" and np.logical_and.reduce(target != ignore_index, axis=None):
-        total = ((x[np.arange(n), target] - shift) - logs).sum()  # n >= 1 here
+        # np.add.reduce is what ndarray.sum calls (the same bits), without its wrapper frame
+        total = np.add.reduce((x[np.arange(n), target] - shift) - logs, axis=None)
         return np.asarray(-total / dtype.type(n), dtype=dtype)
     w, safe = _nll_terms(target, None, ignore_index, dtype)
     picked = (x[np.arange(n), safe] - shift) - logs
