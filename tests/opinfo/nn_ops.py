@@ -91,6 +91,13 @@ OPS = [
     OpInfo("nn.cross_entropy", lambda m, x, t: _F(m).cross_entropy(x, t), _ce_samples),
     OpInfo("nn.cross_entropy_smooth",
            lambda m, x, t: _F(m).cross_entropy(x, t, label_smoothing=0.2), _ce_samples),
+    # the fused node's other reductions and ignored rows (ops/nn.py cross_entropy_p)
+    OpInfo("nn.cross_entropy_none",
+           lambda m, x, t: _F(m).cross_entropy(x, t, reduction="none"), _ce_samples),
+    OpInfo("nn.cross_entropy_sum_ignore",
+           lambda m, x, t: _F(m).cross_entropy(x, t, reduction="sum", ignore_index=1), _ce_samples),
+    OpInfo("nn.cross_entropy_mean_ignore",
+           lambda m, x, t: _F(m).cross_entropy(x, t, ignore_index=2), _ce_samples),
 ]
 
 
