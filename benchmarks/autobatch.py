@@ -112,6 +112,7 @@ def make_model(T, vocab, size):
 
 
 SCHEDULER = "depth"
+PHASES = None   # --phases: {"record": [...], "evaluate": [...], "backward": [...]} per pass
 
 
 def run_dg(trees, vocab, size, group, mode, rounds):
@@ -147,12 +148,25 @@ def run_dg(trees, vocab, size, group, mode, rounds):
                     loss.backward()
                     opt.step()
         else:
+            ph = [0.0, 0.0, 0.0]
             for s in range(0, len(trees), group):
                 with dg.autobatch(scheduler=SCHEDULER):
+                    c0 = time.process_time()
                     loss = model.loss(trees[s:s + group])
+                    c1 = time.process_time()
+                    if PHASES is not None:
+                        loss.item()           # evaluation, timed apart from backward
+                    c2 = time.process_time()
                     opt.zero_grad()
                     loss.backward()
+                    c3 = time.process_time()
                     opt.step()
+                ph[0] += c1 - c0
+                ph[1] += c2 - c1
+                ph[2] += c3 - c2
+            if PHASES is not None and mode == "cell":
+                for k, v in zip(("record", "evaluate", "backward"), ph, strict=True):
+                    PHASES.setdefault(k, []).append(v)
         return len(trees) / (time.process_time() - t0)
 
     return _rounds(one_pass, rounds)
@@ -351,12 +365,16 @@ def main() -> None:
     ap.add_argument("--scheduler", default="depth", choices=("depth", "agenda"))
     ap.add_argument("--dynet-autobatch", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single,tagger,charlm")
+    ap.add_argument("--phases", action="store_true",
+                    help="cell row: print the CPU seconds of recording, evaluation (forced by "
+                         "loss.item()) and backward, minimum over the passes")
     args = ap.parse_args()
     import dyngraph as dg
 
     dg.set_num_threads(1)
-    global SCHEDULER
+    global SCHEDULER, PHASES
     SCHEDULER = args.scheduler
+    PHASES = {} if args.phases else None
     trees, vocab = load(args.trees)
     want = set(args.only.split(","))
     rows = []
@@ -415,6 +433,9 @@ def main() -> None:
     for name, v in rows:
         ratio = f"{v / base:10.2f}x" if base else ""
         print(f"{name:52s} {v:9.1f} {ratio}")
+    if PHASES:
+        print("cell row, CPU s per pass (min over passes incl. warm-up): " + ", ".join(
+            f"{k} {min(v):.3f}" for k, v in PHASES.items()))
 
 
 if __name__ == "__main__":
