@@ -392,9 +392,18 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     hs, _, _, acts, cs = out
     hsz = c0.shape[1]
     offs = _offsets(batch_sizes)
+    n = len(batch_sizes)
     dtype = acts.dtype
-    hprev = _prev_all(hs, h0, batch_sizes, reverse)
-    cprev = _prev_all(cs, c0, batch_sizes, reverse)
+    # equal steps: a step's previous states are rows of hs/cs (or h0/c0), read in place
+    # instead of shifted copies of both (2 x 1.6 MB at batch 32, H 256, 50 steps)
+    b0 = batch_sizes[0]
+    uniform = batch_sizes.count(b0) == n and h0.shape[0] == b0 and n > 1
+    if uniform:
+        hprev = None
+        c0r = c0[:b0] if c0.dtype == dtype else c0[:b0].astype(dtype)
+    else:
+        hprev = _prev_all(hs, h0, batch_sizes, reverse)
+        cprev = _prev_all(cs, c0, batch_sizes, reverse)
     if ghs is not None and ghs.dtype != dtype:
         ghs = ghs.astype(dtype)
     hfull = None if w_hr is None else acts[:, 3 * hsz:] * np.tanh(cs)   # for dW_hr
@@ -417,9 +426,24 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
             dfull = dht @ w_hr
         d = dgates[sl]
         dct = dc[:r]
-        step(dfull, g, dct, acts[sl], cs[sl], cprev[sl], d, dct)   # dc_prev over dc, in place
+        if uniform:
+            first = t == (n - 1 if reverse else 0)
+            p = offs[t] + (b0 if reverse else -b0)
+            cp = c0r if first else cs[p:p + b0]
+        else:
+            cp = cprev[sl]
+        step(dfull, g, dct, acts[sl], cs[sl], cp, d, dct)   # dc_prev over dc, in place
         np.matmul(d, w_hh, out=dht)
-    dw = dgates.T @ hprev
+    if uniform:   # dW = dgates^T @ (previous h of every row): the shifted rows, then h0
+        h0r = h0[:b0] if h0.dtype == dtype else h0[:b0].astype(dtype)
+        if reverse:
+            dw = dgates[:-b0].T @ hs[b0:]
+            dw += dgates[-b0:].T @ h0r
+        else:
+            dw = dgates[b0:].T @ hs[:-b0]
+            dw += dgates[:b0].T @ h0r
+    else:
+        dw = dgates.T @ hprev
     dwr = None if w_hr is None else dhs.T @ hfull
     return [dgates, dh, dc, dw, dwr]
 
