@@ -422,7 +422,7 @@ static const KernSpec K_LSTM_FWD = {
     "lstm_forward", "hw, xw, c_prev, acts, c, h", 6,
     {{"hw", 0, 0, 4}, {"xw", 0, 1, 4}, {"c_prev", 0, 0, 1}, {"acts", 1, 0, 4}, {"c", 1, 0, 1},
      {"h", 1, 0, 1}},
-    3, 4, 0, 7, lstm_fwd_d, lstm_fwd_f};
+    3, 4, 0, 35, lstm_fwd_d, lstm_fwd_f};
 static const KernSpec K_LSTM_BWD = {
     "lstm_backward", "dh, ghs, dc, acts, c, c_prev, dgates, dc_prev", 8,
     {{"dh", 0, 0, 1}, {"ghs", 0, 1, 1}, {"dc", 0, 0, 1}, {"acts", 0, 0, 4}, {"c", 0, 0, 1},
@@ -524,7 +524,7 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
                      S, B);
         goto done;
     }
-    if ((buf = scratch(7 * H, ctx.f32)) == NULL)
+    if ((buf = scratch(35 * H, ctx.f32)) == NULL)
         goto done;
     {
         Py_ssize_t n = S / B;
@@ -694,6 +694,23 @@ static T *NM(staged)(const Arr *a, Py_ssize_t B, Py_ssize_t W, Arr *view)
     return tmp;
 }
 
+/* Rows [b0, b0 + nb) (nb <= 8) of a (B, W) input into dst (nb x W, row-major); for a
+ * transposed (column-contiguous) input each column's nb values are one cache line, read
+ * once for the block instead of once per row, and the block stays in L1. */
+static inline void NM(gather_block)(const Arr *a, Py_ssize_t b0, Py_ssize_t nb, Py_ssize_t W,
+                                    T *restrict dst)
+{
+    if (a->s0 == (Py_ssize_t)sizeof(T) && a->s1 != (Py_ssize_t)sizeof(T)) {
+        for (Py_ssize_t j = 0; j < W; j++) {
+            const T *src = (const T *)(a->buf + j * a->s1) + b0;
+            for (Py_ssize_t k = 0; k < nb; k++)
+                dst[k * W + j] = src[k];
+        }
+    } else
+        for (Py_ssize_t k = 0; k < nb; k++)
+            NM(gather)(a, b0 + k, 0, W, dst + k * W);
+}
+
 /* ---- LSTM (gate order i, f, g, o) ---- */
 
 /* one row: p = pre-activations (4H) -> activations in place; c = f * cp + i * g;
@@ -716,20 +733,22 @@ static inline void NM(lstm_fwd_row)(Py_ssize_t H, T *restrict p, const T *restri
 /* a: hw, xw (or None), c_prev, acts, c, h */
 KCLONES static void NM(lstm_fwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
 {
-    T *p = (T *)vbuf, *cpb = p + 4 * H, *cb = cpb + H, *hb = cb + H;
-    Arr hw;
-    T *tmp = NM(staged)(&a[0], B, 4 * H, &hw);
-    for (Py_ssize_t b = 0; b < B; b++) {
-        NM(gather)(&hw, b, 0, 4 * H, p);
-        if (a[1].present)
-            NM(gather_add)(&a[1], b, 4 * H, p);
-        NM(gather)(&a[2], b, 0, H, cpb);
-        NM(lstm_fwd_row)(H, p, cpb, cb, hb);
-        NM(scatter)(&a[3], b, 0, 4 * H, p);
-        NM(scatter)(&a[4], b, 0, H, cb);
-        NM(scatter)(&a[5], b, 0, H, hb);
+    T *blk = (T *)vbuf, *cpb = blk + 32 * H, *cb = cpb + H, *hb = cb + H;
+    for (Py_ssize_t b0 = 0; b0 < B; b0 += 8) {
+        Py_ssize_t nb = B - b0 < 8 ? B - b0 : 8;
+        NM(gather_block)(&a[0], b0, nb, 4 * H, blk);
+        for (Py_ssize_t k = 0; k < nb; k++) {
+            Py_ssize_t b = b0 + k;
+            T *p = blk + k * 4 * H;
+            if (a[1].present)
+                NM(gather_add)(&a[1], b, 4 * H, p);
+            NM(gather)(&a[2], b, 0, H, cpb);
+            NM(lstm_fwd_row)(H, p, cpb, cb, hb);
+            NM(scatter)(&a[3], b, 0, 4 * H, p);
+            NM(scatter)(&a[4], b, 0, H, cb);
+            NM(scatter)(&a[5], b, 0, H, hb);
+        }
     }
-    PyMem_RawFree(tmp);
 }
 
 /* one row of back-propagation through a step (the NumPy path's factors, per element):
@@ -778,24 +797,25 @@ KCLONES static void NM(lstm_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, v
 KCLONES static void NM(lstm_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t B, Py_ssize_t H,
                                       Arr *a, void *vbuf)
 {
-    T *p = (T *)vbuf, *cpb = p + 4 * H, *cb = cpb + H, *hb = cb + H;
-    Arr hw;
-    T *tmp = NM(staged)(&a[0], B, 4 * H, &hw);
-    for (Py_ssize_t b = 0; b < B; b++) {
-        Py_ssize_t row = t * B + b;
-        NM(gather)(&hw, b, 0, 4 * H, p);
-        NM(gather_add)(&a[1], row, 4 * H, p);
-        if (prev < 0)
-            NM(gather)(&a[2], b, 0, H, cpb);
-        else
-            NM(gather)(&a[5], prev * B + b, 0, H, cpb);
-        NM(lstm_fwd_row)(H, p, cpb, cb, hb);
-        NM(scatter)(&a[3], row, 0, 4 * H, p);
-        NM(scatter)(&a[5], row, 0, H, cb);
-        NM(scatter)(&a[4], row, 0, H, hb);
-        NM(scatter)(&a[6], b, 0, H, hb);
+    T *blk = (T *)vbuf, *cpb = blk + 32 * H, *cb = cpb + H, *hb = cb + H;
+    for (Py_ssize_t b0 = 0; b0 < B; b0 += 8) {
+        Py_ssize_t nb = B - b0 < 8 ? B - b0 : 8;
+        NM(gather_block)(&a[0], b0, nb, 4 * H, blk);
+        for (Py_ssize_t k = 0; k < nb; k++) {
+            Py_ssize_t b = b0 + k, row = t * B + b;
+            T *p = blk + k * 4 * H;
+            NM(gather_add)(&a[1], row, 4 * H, p);
+            if (prev < 0)
+                NM(gather)(&a[2], b, 0, H, cpb);
+            else
+                NM(gather)(&a[5], prev * B + b, 0, H, cpb);
+            NM(lstm_fwd_row)(H, p, cpb, cb, hb);
+            NM(scatter)(&a[3], row, 0, 4 * H, p);
+            NM(scatter)(&a[5], row, 0, H, cb);
+            NM(scatter)(&a[4], row, 0, H, hb);
+            NM(scatter)(&a[6], b, 0, H, hb);
+        }
     }
-    PyMem_RawFree(tmp);
 }
 
 /* ---- GRU (gate order r, z, n; hw = h W_hh^T + b_hh, so b_hn sits inside r * (...)) ---- */
