@@ -206,7 +206,8 @@ static int is_fmt(const char *fmt, char want)
 }
 
 /* Get a 2-D float array of shape (ctx->rows, cols) (rows fixed by the first array seen).
- * out: writable and C-contiguous.  optional: None is allowed (present = 0). */
+ * out: writable and C-contiguous.  optional: None is allowed (present = 0); 2: a 1-D
+ * input of cols elements too, the same for every row. */
 static int get_arr(Ctx *ctx, const char *name, PyObject *o, int out, int optional,
                    Py_ssize_t cols, Arr *a)
 {
@@ -248,6 +249,18 @@ static int get_arr(Ctx *ctx, const char *name, PyObject *o, int out, int optiona
         PyErr_Format(PyExc_TypeError, "%s: %s is %s but the other arrays are %s", ctx->kern, name,
                      f32 ? "float32" : "float64", ctx->f32 ? "float32" : "float64");
         return -1;
+    }
+    if (a->v.ndim == 1 && optional == 2 && !out && a->v.shape[0] == cols) {
+        /* a vector (a bias) stands for every row: row stride 0 */
+        a->buf = (char *)a->v.buf;
+        a->s0 = 0;
+        a->s1 = a->v.strides[0];
+        if (((uintptr_t)a->buf) % (uintptr_t)a->v.itemsize || a->s1 % a->v.itemsize) {
+            PyErr_Format(PyExc_ValueError, "%s: %s is not aligned to its element size", ctx->kern, name);
+            return -1;
+        }
+        a->present = 1;
+        return 0;
     }
     if (a->v.ndim != 2) {
         PyErr_Format(PyExc_ValueError, "%s: %s must be 2-D (rows, %zd), got %d-D", ctx->kern,
@@ -430,7 +443,7 @@ static const KernSpec K_LSTM_BWD = {
     6, 4, 0, 13, lstm_bwd_d, lstm_bwd_f};
 static const KernSpec K_GRU_FWD = {
     "gru_forward", "hw, xw, bias, h_prev, acts, hwn, h", 7,
-    {{"hw", 0, 0, 3}, {"xw", 0, 0, 3}, {"bias", 0, 1, 3}, {"h_prev", 0, 0, 1}, {"acts", 1, 0, 3},
+    {{"hw", 0, 0, 3}, {"xw", 0, 0, 3}, {"bias", 0, 2, 3}, {"h_prev", 0, 0, 1}, {"acts", 1, 0, 3},
      {"hwn", 1, 0, 1}, {"h", 1, 0, 1}},
     4, 3, 0, 11, gru_fwd_d, gru_fwd_f};
 static const KernSpec K_GRU_BWD = {
@@ -590,8 +603,8 @@ static PyMethodDef methods[] = {
      "the pre-activation gates (B, 4H) and of c_prev (B, H)."},
     {"gru_forward", (PyCFunction)(void (*)(void))py_gru_forward, METH_FASTCALL,
      "gru_forward(hw, xw, bias, h_prev, acts, hwn, h): one GRU step (gate order r, z, n).\n\n"
-     "With hw' = hw + bias (b_hh; bias may be None): acts <- (r, z, n); hwn <- hw'[:, 2H:];\n"
-     "h <- (h_prev - n) * z + n."},
+     "With hw' = hw + bias (b_hh: (3H,) or (B, 3H), or None): acts <- (r, z, n);\n"
+     "hwn <- hw'[:, 2H:]; h <- (h_prev - n) * z + n."},
     {"gru_backward", (PyCFunction)(void (*)(void))py_gru_backward, METH_FASTCALL,
      "gru_backward(dh, ghs, acts, hwn, h_prev, dxw, dhw, dhz): one GRU step of BPTT.\n\n"
      "dxw, dhw (B, 3H) <- gradients of xw and hw; dhz (B, H) <- (dh + ghs) * z."},

@@ -237,6 +237,26 @@ def test_strided_inputs(dtype):
     np.testing.assert_array_equal(h2, outs[2])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gru_bias_as_a_vector_or_rows(dtype):
+    """gru_forward takes b_hh as a (3H,) vector (every row) or as (B, 3H) rows: the same."""
+    rng = np.random.default_rng(8)
+    b, h = 3, 4
+    hw, xw, hp = _rand(rng, (b, 3 * h), dtype), _rand(rng, (b, 3 * h), dtype), _rand(rng, (b, h), dtype)
+    bias = _rand(rng, (3 * h,), dtype)
+    outs = [[np.empty((b, 3 * h), dtype), np.empty((b, h), dtype), np.empty((b, h), dtype)] for _ in range(3)]
+    K.gru_forward(hw, xw, bias, hp, *outs[0])
+    K.gru_forward(hw, xw, np.tile(bias, (b, 1)), hp, *outs[1])
+    K.gru_forward(hw + bias, xw, None, hp, *outs[2])
+    for got in outs[1:]:
+        for g, w in zip(got, outs[0], strict=True):
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match="gru_forward: bias must be 2-D"):
+        K.gru_forward(hw, xw, bias[:-1], hp, *outs[0])
+    with pytest.raises(ValueError, match="gru_forward: acts must be 2-D"):   # outputs stay 2-D
+        K.gru_forward(hw[:1], xw[:1], bias, hp[:1], outs[0][0][0], outs[0][1][:1], outs[0][2][:1])
+
+
 # ---------------------------------------------------------------------------------------
 # whole modules vs PyTorch 2.13, on the kernel path and on the NumPy path
 # ---------------------------------------------------------------------------------------

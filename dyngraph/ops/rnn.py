@@ -598,7 +598,7 @@ def _gru_backward(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False)
 
 def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     """:func:`_gru_forward` with each step's gate math in one compiled pass (``gru_forward``,
-    which also adds ``b_hh`` to the product: a broadcast view, no copy per step)."""
+    which also adds the (3H,) ``b_hh`` to each row of the product)."""
     hsz = h0.shape[1]
     offs = _offsets(batch_sizes)
     n = len(batch_sizes)
@@ -617,7 +617,7 @@ def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     # the NumPy path's products: h @ W^T without a bias; with one, float32 as W @ h.T
     transposed = b_hh is not None and dtype == np.float32
     prod = np.empty(3 * hsz * b0, dtype)
-    bias = None if b_hh is None else np.broadcast_to(b_hh.astype(dtype, copy=False), (b0, 3 * hsz))
+    bias = None if b_hh is None else b_hh.astype(dtype, copy=False)   # (3H,): every row
     step = _K.gru_forward
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         r = batch_sizes[t]
@@ -628,7 +628,7 @@ def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
         else:
             hw = np.matmul(hp, wt, out=prod[:3 * hsz * r].reshape(r, 3 * hsz))
         hn = hs[sl]
-        step(hw, xw[sl], None if bias is None else bias[:r], hp, acts[sl], hwn[sl], hn)
+        step(hw, xw[sl], bias, hp, acts[sl], hwn[sl], hn)
         if uniform:
             h = hn
         else:
