@@ -401,3 +401,44 @@ def test_numpy_fields_are_read_directly_and_agree_with_the_attributes():
     for dt in (np.int64, np.bool_, np.float64):
         t = dg.tensor(np.ones(3, dtype=dt))
         assert registry.bind(tanh_p, (t,)).dtype == registry._bind_py(tanh_p, (t,)).dtype
+
+
+# -- bookkeeping the C path takes out of the cyclic GC (atomic contents only) ---------------
+def test_atomic_bookkeeping_is_untracked_and_cycles_through_the_graph_are_still_collected():
+    import gc
+    import weakref
+
+    from dyngraph.ops.shape import cat_p
+
+    a = dg.randn(3, requires_grad=True)
+    b = dg.randn(3, requires_grad=True)
+    y = registry.bind(mul_p, (a, b))
+    n = y.grad_fn
+    assert not gc.is_tracked(n.saved_data) and not gc.is_tracked(n.saved_versions)
+    c = registry.bind(cat_p, (a, b), {"dim": 0})
+    assert not gc.is_tracked(c.grad_fn.in_meta)
+    assert all(not gc.is_tracked(m) and not gc.is_tracked(m.shape) for m in c.grad_fn.in_meta)
+    t = registry.bind(tanh_p, (a,))
+    assert not gc.is_tracked(t._vc) and t._vc == [0]
+    # what can close a cycle stays tracked: tensors, nodes, edges, the saved inputs
+    assert gc.is_tracked(y) and gc.is_tracked(n) and gc.is_tracked(n.edges) and gc.is_tracked(n.saved)
+    # identical values on the Python path (tracked there)
+    p = registry._bind_py(mul_p, (a, b)).grad_fn
+    assert (p.saved_data[0] == n.saved_data[0]).all() and p.saved_versions == n.saved_versions
+    # cycles through the graph are still found by the collector: a leaf whose hook holds an
+    # output (leaf -> hook -> output -> node -> edges -> leaf; tanh saves no input, so the
+    # edges are the only way back), and an input saved by the node of its own hook's output
+    for prim in (tanh_p, mul_p):
+        x = dg.randn(3, requires_grad=True)
+        z = registry.bind(prim, (x,) if prim is tanh_p else (x, x))
+        x.register_hook(lambda g, keep=z: g)
+        ref = weakref.ref(z.grad_fn)
+        del x, z
+        gc.collect()
+        assert ref() is None
+    # version counters still count (in-place writes bump the untracked cell)
+    w = registry.bind(tanh_p, (a,))
+    v = w._vc
+    with dg.no_grad():
+        w.add_(1.0)
+    assert w._vc is v and v == [1]
