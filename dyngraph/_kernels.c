@@ -564,6 +564,75 @@ done:
     return res;
 }
 
+/* gru_sequence(mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse): lstm_sequence for the GRU
+ * (gates of gru_forward; bias (3H,) or None is b_hh, added to every row of the product). */
+static PyObject *py_gru_sequence(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *names[] = {"hw", "xw", "bias", "hbuf", "acts", "hwn", "hs"};
+    Ctx ctx = {"gru_sequence", -1, -1};
+    Arr a[7];
+    Py_ssize_t H, S = 0, B;
+    memset(a, 0, sizeof a);
+    if (check_nargs(ctx.kern, nargs, 9, "mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse") < 0)
+        return NULL;
+    PyObject *mm = args[0];
+    if (!PyTuple_Check(mm) || PyTuple_GET_SIZE(mm) != 4 || !PyCallable_Check(PyTuple_GET_ITEM(mm, 0))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "gru_sequence: mm must be a tuple (matmul, a, b, out) with a callable matmul");
+        return NULL;
+    }
+    int reverse = PyObject_IsTrue(args[8]);
+    if (reverse < 0 || gate_width(&ctx, "acts", args[4], 3, &H) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    void *buf = NULL;
+    /* Python argument index, Arr slot, width, output, optional; S rows first, then B rows */
+    static const int argi[] = {4, 2, 5, 6, 1, 3, 7};
+    static const int slot[] = {4, 1, 5, 6, 0, 2, 3};
+    static const int width[] = {3, 3, 1, 1, 3, 3, 1};
+    static const int outp[] = {1, 0, 1, 1, 0, 0, 1};
+    static const int opt[] = {0, 0, 0, 0, 0, 2, 0};
+    for (int k = 0; k < 7; k++) {
+        if (k == 4) {
+            S = ctx.rows;
+            ctx.rows = -1;
+        }
+        if (get_arr(&ctx, names[slot[k]], args[argi[k]], outp[k], opt[k], width[k] * H,
+                    &a[slot[k]]) < 0)
+            goto done;
+    }
+    B = ctx.rows;
+    if (B <= 0 || S % B) {
+        PyErr_Format(PyExc_ValueError, "gru_sequence: %zd rows are not whole steps of %zd rows",
+                     S, B);
+        goto done;
+    }
+    if ((buf = scratch(32 * H, ctx.f32)) == NULL)
+        goto done;
+    {
+        Py_ssize_t n = S / B;
+        PyObject *call[3] = {PyTuple_GET_ITEM(mm, 1), PyTuple_GET_ITEM(mm, 2), PyTuple_GET_ITEM(mm, 3)};
+        for (Py_ssize_t s = 0; s < n; s++) {
+            Py_ssize_t t = reverse ? n - 1 - s : s;
+            PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(mm, 0), call, 2, kw_out);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+            BEGIN_LOOP(B * 3 * H)
+            if (ctx.f32)
+                gru_seq_step_f(t, B, H, a, buf);
+            else
+                gru_seq_step_d(t, B, H, a, buf);
+            END_LOOP()
+        }
+    }
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(buf);
+    release(a, 7);
+    return res;
+}
+
 /* unary(name, x, out): name is 'exp', 'tanh' or 'sigmoid' */
 static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -597,6 +666,11 @@ static PyMethodDef methods[] = {
      "Equal steps of B rows, no projection: per step mm[0](mm[1], mm[2], out=mm[3]) writes\n"
      "the hidden product that hw views, then lstm_forward's gates fill the step's rows of\n"
      "acts, hs, cs and hbuf (the next product's input, holding h0 at the start)."},
+    {"gru_sequence", (PyCFunction)(void (*)(void))py_gru_sequence, METH_FASTCALL,
+     "gru_sequence(mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse): a whole GRU direction.\n\n"
+     "Equal steps of B rows: per step mm[0](mm[1], mm[2], out=mm[3]) writes the hidden\n"
+     "product that hw views, then gru_forward's gates (with bias, (3H,) or None) fill the\n"
+     "step's rows of acts, hwn and hs; hbuf (B, H) holds h0 at the start and each step's h."},
     {"lstm_backward", (PyCFunction)(void (*)(void))py_lstm_backward, METH_FASTCALL,
      "lstm_backward(dh, ghs, dc, acts, c, c_prev, dgates, dc_prev): one step of BPTT.\n\n"
      "dh + ghs (ghs may be None) is the gradient of h, dc that of c; writes the gradient of\n"
@@ -865,6 +939,31 @@ KCLONES static void NM(gru_fwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, vo
         NM(scatter)(&a[6], b, 0, H, hb);
     }
     PyMem_RawFree(tmp);
+}
+
+/* One step of gru_sequence: rows [t B, t B + B) from the product hw (B, 3H) and the previous
+ * h in hbuf (B, H), which then holds this step's h.  a: hw, xw, bias (or None), hbuf, acts,
+ * hwn, hs. */
+KCLONES static void NM(gru_seq_step)(Py_ssize_t t, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    T *blk = (T *)vbuf, *xb = blk + 24 * H, *hpb = xb + 3 * H, *ab = hpb + H, *hb = ab + 3 * H;
+    for (Py_ssize_t b0 = 0; b0 < B; b0 += 8) {
+        Py_ssize_t nb = B - b0 < 8 ? B - b0 : 8;
+        NM(gather_block)(&a[0], b0, nb, 3 * H, blk);
+        for (Py_ssize_t k = 0; k < nb; k++) {
+            Py_ssize_t b = b0 + k, row = t * B + b;
+            T *hwb = blk + k * 3 * H;
+            if (a[2].present)
+                NM(gather_add)(&a[2], b, 3 * H, hwb);
+            NM(gather)(&a[1], row, 0, 3 * H, xb);
+            NM(gather)(&a[3], b, 0, H, hpb);
+            NM(gru_fwd_row)(H, xb, hwb, hpb, ab, hb);
+            NM(scatter)(&a[4], row, 0, 3 * H, ab);
+            NM(scatter)(&a[5], row, 0, H, hwb + 2 * H);
+            NM(scatter)(&a[6], row, 0, H, hb);
+            NM(scatter)(&a[3], b, 0, H, hb);
+        }
+    }
 }
 
 /* dn = (dh (1 - z)) (1 - n^2); dz = ((hp - n) dh) (z (1 - z)); dr = (dn hw_n) (r (1 - r));

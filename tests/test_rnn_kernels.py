@@ -215,6 +215,32 @@ def test_lstm_sequence_equals_a_loop_of_steps(dtype, reverse):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_gru_sequence_equals_a_loop_of_steps(dtype, reverse, bias):
+    rng = np.random.default_rng(7)
+    n, b, h = 4, 2, 5
+    xw, h0 = _rand(rng, (n * b, 3 * h), dtype, 2), _rand(rng, (b, h), dtype)
+    w, bh = _rand(rng, (3 * h, h), dtype, 0.5), _rand(rng, (3 * h,), dtype) if bias else None
+    acts, hwn, hs = np.empty((n * b, 3 * h), dtype), np.empty((n * b, h), dtype), np.empty((n * b, h), dtype)
+    hbuf, prod = h0.copy(), np.empty((b, 3 * h), dtype)
+    K.gru_sequence((np.matmul, hbuf, w.T, prod), prod, xw, bh, acts, hwn, hs, hbuf, reverse)
+    want = [np.empty_like(acts), np.empty_like(hwn), np.empty_like(hs)]
+    hp = h0
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        rows = slice(t * b, t * b + b)
+        K.gru_forward(hp @ w.T, xw[rows], bh, hp, want[0][rows], want[1][rows], want[2][rows])
+        hp = want[2][rows]
+    for g, wnt in zip((acts, hwn, hs), want, strict=True):
+        np.testing.assert_array_equal(g, wnt)
+    np.testing.assert_array_equal(hbuf, hp)
+    with pytest.raises(TypeError, match="gru_sequence: mm must be a tuple"):
+        K.gru_sequence(None, prod, xw, bh, acts, hwn, hs, hbuf, reverse)
+    with pytest.raises(ValueError, match=r"gru_sequence: hwn must have shape \(8, 5\)"):
+        K.gru_sequence((np.matmul, hbuf, w.T, prod), prod, xw, bh, acts, hwn[:4], hs, hbuf, reverse)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_strided_inputs(dtype):
     """Inputs may be transposed, column slices or broadcast; outputs are written in place."""
     rng = np.random.default_rng(4)
@@ -357,6 +383,18 @@ def test_second_order_and_compile_on_the_kernel_path():
 
 def _boom(*args, **kwargs):
     raise AssertionError("this path must not run")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_empty_batch(kind):
+    """A batch of 0 rows gives empty outputs and gradients on the kernel path, as in PyTorch."""
+    tmod, dmod = getattr(torch.nn, kind)(3, 4), getattr(dg.nn, kind)(3, 4)
+    dmod.load_state_dict({k: dg.tensor(v.detach().numpy().copy()) for k, v in tmod.state_dict().items()})
+    x = np.zeros((5, 0, 3), np.float32)
+    yt, yd = tmod(torch.tensor(x))[0], dmod(dg.tensor(x).requires_grad_())[0]
+    assert tuple(yd.shape) == tuple(yt.shape) == (5, 0, 4)
+    yd.sum().backward()
+    assert all(p.grad is None or not np.any(p.grad.numpy()) for p in dmod.parameters())
 
 
 def test_layers_take_the_kernel_path_when_built(monkeypatch):

@@ -343,7 +343,7 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     prod = np.empty(4 * hsz * batch_sizes[0], dtype) if f32 else None   # (4H, r) products
     wt = w_hh.T
     step = _K.lstm_forward
-    if uniform and w_hr is None:
+    if uniform and w_hr is None and batch_sizes[0] > 0:
         # Equal steps (a padded batch, one sequence): the whole loop in one call, which per
         # step calls matmul on fixed arrays (the product reads ``hbuf``, the step's h) and
         # runs the gates; ~3 us less per step at batch 1 (a step costs ~11 us there) than
@@ -618,6 +618,17 @@ def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     transposed = b_hh is not None and dtype == np.float32
     prod = np.empty(3 * hsz * b0, dtype)
     bias = None if b_hh is None else b_hh.astype(dtype, copy=False)   # (3H,): every row
+    if uniform and b0 > 0:
+        # equal steps: the whole loop in one call (see _lstm_forward_k); hbuf is the step's h
+        hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
+        if transposed:
+            p2 = prod.reshape(3 * hsz, b0)
+            mm, hw = (np.matmul, w_hh, hbuf.T, p2), p2.T
+        else:
+            p2 = prod.reshape(b0, 3 * hsz)
+            mm, hw = (np.matmul, hbuf, wt, p2), p2
+        _K.gru_sequence(mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse)
+        return hs, hbuf, acts, hwn
     step = _K.gru_forward
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         r = batch_sizes[t]
