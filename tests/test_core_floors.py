@@ -22,7 +22,7 @@ ALLOWED = {
 def facade_imports(path: pathlib.Path, rel: pathlib.PurePath) -> list:
     """(line, what) for each import of names from ``dyngraph/__init__.py`` in ``path``."""
     subs = {p.stem for p in ROOT.glob("*.py")} | {p.name for p in ROOT.iterdir() if p.is_dir()}
-    subs.add("_speedups")   # the C accelerator: a submodule, not a facade name
+    subs |= {p.stem for p in ROOT.glob("*.c")}   # the C extensions (_speedups, _kernels): submodules
     depth = len(rel.parts) - 1
     out = []
     for n in ast.walk(ast.parse(path.read_text())):
