@@ -3,7 +3,8 @@
  *
  * One LSTM / GRU / Elman step is a GEMM (left to NumPy's BLAS) plus ~10-15 elementwise
  * passes (exp, tanh, products) that NumPy runs one at a time over the (batch, 4H) block;
- * each kernel here does one step's pointwise math in a single pass over the rows.  The math
+ * each kernel here does one step's pointwise math in a single pass over the rows
+ * (lstm_sequence / gru_sequence: a whole layer direction, calling matmul per step).  The math
  * is ops/rnn.py's NumPy reference path (same formulas, same order of the products), so the
  * two paths agree to a few ulp; ops/rnn.py uses these kernels when this module imports and
  * DYNGRAPH_PURE_PYTHON is not set.
@@ -31,7 +32,7 @@
 #include <string.h>
 
 /* The row loops are compiled twice on x86-64 Linux with GCC (AVX2 and baseline SSE2) and
- * the loader picks one at run time: 4 doubles per vector instead of 2. */
+ * the loader picks one at run time: 8 floats or 4 doubles per vector instead of 4 or 2. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define KCLONES __attribute__((target_clones("avx2", "default")))
 #else
