@@ -399,7 +399,7 @@ nll_loss_p.defvjp(_nll_vjp, None, None)
 
 
 # ---------------------------------------------------------------------------
-# cross_entropy: log_softmax + nll_loss of (N, C) logits in one node (eager short path)
+# cross_entropy: log_softmax + nll_loss of (N, C) logits and class indices in one node
 # ---------------------------------------------------------------------------
 
 class SoftmaxResidual:
@@ -477,8 +477,8 @@ def _ce_exp(x):
 
 
 def _ce_row_coefs(t, n, dtype, reduction, ignore_index):
-    """Per-row weights of the loss (1/N or 1, 0 for ignored rows), the safe target, or
-    ``(None, t)`` when every row counts with the same weight."""
+    """Per-row weights of the loss (1 / rows counted for 'mean', else 1; 0 for ignored rows)
+    and the target with ignored rows -> 0, or ``(None, t)`` when no row is ignored."""
     valid = t != ignore_index
     if np.logical_and.reduce(valid, axis=None):
         return None, t
