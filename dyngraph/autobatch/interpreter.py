@@ -31,7 +31,7 @@ import numpy as np
 
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
-from ..ops._batching import gather_p, rows_p
+from ..ops._batching import gather_p, rows_p, split_rows_p
 from ..ops.registry import EMPTY, REGISTRY, bind
 from ..tensor import Tensor
 from .cells import SIGNATURES, NotTraceableError, Template, build
@@ -63,7 +63,7 @@ class PNode:
     # rarely set attributes (hooks, retained grads, anomaly info) live in the instance
     # dict and default to the class attributes, as on autograd Nodes
     __slots__ = ("prim", "params", "args", "sig", "depth", "specs", "refs", "result", "row", "seq",
-                 "nuse",
+                 "nuse", "user",
                  "interp", "grad_enabled", "versions", "mark", "__dict__", "__weakref__")
 
     saved = None         # read by the in-place path (ops/inplace.py) like a Node's
@@ -157,6 +157,7 @@ class Autobatcher(Interpreter):
         self.coop = None             # the scheduler of a running dg.autobatch.map (mapping.py)
         self.prune_at = _PRUNE_MIN   # len(nodes) at which _execute next drops finished nodes
         self.collectors: list = []   # pending stack/cat nodes of many inputs (see _collected)
+        self.gks = None              # while _execute runs groups: seq -> group key (_split)
 
     # ------------------------------------------------------------------
     # recording
@@ -180,6 +181,7 @@ class Autobatcher(Interpreter):
                     # (after a read, in map) at different depths, never in one group
                     m = d.node
                     m.nuse += 1     # consumers recorded (the scheduler's _collected reads it)
+                    m.user = self.seq   # the last consumer (the seq _record gives it; _split)
                     nd = m.depth if m.result is None else -1
                     if nd >= depth:
                         depth = nd + 1
@@ -241,6 +243,7 @@ class Autobatcher(Interpreter):
         node.grad_enabled = STATE.grad_enabled
         node.mark = 0
         node.nuse = 0
+        node.user = -1
         if versions_of is not None:
             node.versions = [a._vc[0] if isinstance(a, Tensor) and a._vc is not None else 0
                              for a in versions_of]
@@ -322,6 +325,7 @@ class Autobatcher(Interpreter):
                     add(a._rg)
                     m = d.node
                     m.nuse += 1
+                    m.user = self.seq
                     if m.result is None and m.depth >= depth:    # as in process()
                         depth = m.depth + 1
                     stored[i] = d
@@ -377,6 +381,7 @@ class Autobatcher(Interpreter):
         node.grad_enabled = key[0]
         node.mark = 0
         node.nuse = 0
+        node.user = -1
         node.versions = None
         node.specs = tmpl.specs
         if STATE.anomaly:
@@ -645,16 +650,29 @@ class Autobatcher(Interpreter):
         if self.scheduler == "depth":
             late = _collected(self, self.epoch)
             groups: dict = {}
+            outer = self.gks
+            keys = []
+            add = keys.append
             for n in todo:
                 d = late.get(n, n.depth) if late else n.depth
                 k = (d << 32) | n.sig     # depth first, then signature
+                add(k)
                 g = groups.get(k)
                 if g is None:
                     groups[k] = [n]
                 else:
                     g.append(n)
-            for k in sorted(groups):
-                compute += self._run_group(groups[k])
+            # group key by seq for _split: an array, -1 for a seq not in this evaluation
+            seqs = np.fromiter(map(_seq, todo), np.int64, len(todo))
+            s0 = int(seqs.min())
+            gk = np.full(int(seqs.max()) - s0 + 1, -1, np.int64)
+            gk[seqs - s0] = keys
+            self.gks = (s0, gk)
+            try:
+                for k in sorted(groups):
+                    compute += self._run_group(groups[k])
+            finally:
+                self.gks = outer
         else:
             compute = self._agenda(todo)
         # forget nodes that are done and whose outputs are dead or materialised (they keep
@@ -725,7 +743,7 @@ class Autobatcher(Interpreter):
                 if n.versions is not None:
                     self._check_versions(n)
             rule = prim.batch
-            done = False
+            done = split = False
             if B > 1 and rule is not None:
                 args, batched = self._gather_args(group, B)
                 if not any(batched):
@@ -742,6 +760,7 @@ class Autobatcher(Interpreter):
                             n.result = out
                             n.row = i
                         done = True
+                        split = B >= _SPLIT_MIN and self.gks
                     elif st is not None:
                         st.fallback(prim, "the rule does not cover these inputs "
                                           f"({_describe(args, batched)})", B)
@@ -763,9 +782,63 @@ class Autobatcher(Interpreter):
                 if n.pre_hooks is not None or n.retained is not None:   # rare
                     self._attach_hooks(n)
                 n.args = None
+            if split:    # after the hooks and anomaly info, which name the group's rows
+                self._split(group, out, B)
         finally:
             STATE.interpreter, STATE.grad_enabled = interp, grad
         return time.perf_counter() - t0
+
+    def _split(self, group, out, B) -> None:
+        """Cut a large group's outputs into one piece per group that reads them.
+
+        A gather's gradient is full-size for its source group: every later group that
+        reads a few rows of a large group (the leaves of 50 trees, read by the phrase
+        group of each height) used to return (and the engine to add) a gradient of all
+        its rows, ~20x the rows it carries on the Tree-LSTM benchmark.  Members are
+        grouped by the group of their last recorded consumer in this evaluation
+        (``user``; -1: none in it) and each output is split once (``split_rows_p``:
+        one node, whose backward puts the pieces' gradients back in one array); a
+        member's ``result``/``row`` then name its piece, so every later reader gathers
+        from (and returns a gradient the size of) the pieces it reads.  Not done when
+        one piece would hold most rows (a sequence step read by the next step)."""
+        s0, gk = self.gks
+        # most large groups have one reading group (an embedding read by the leaf cells,
+        # the losses read by their stack): three members with the same reader's group
+        # skip the per-member pass (a heuristic; splitting only changes the layout)
+        hi = len(gk)
+        k3 = {gk[x] if 0 <= x < hi else -1 for x in (group[0].user - s0, group[B // 2].user - s0,
+                                                      group[-1].user - s0)}
+        if len(k3) == 1:
+            return
+        u = np.fromiter(map(_USER, group), np.int64, B) - s0
+        ok = (u >= 0) & (u < len(gk))
+        keys = np.where(ok, gk[np.where(ok, u, 0)], -1)
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        cut = np.flatnonzero(sk[1:] != sk[:-1]) + 1
+        if not len(cut):
+            return
+        bounds = [0, *cut.tolist(), B]
+        sizes = np.diff(bounds)
+        if 4 * int(sizes.max()) > 3 * B:
+            return
+        idx = tuple(order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=False))
+        params = {"idx": idx, "n": B}
+        multi = type(out) is tuple
+        if multi:
+            outs = [bind(_SPLIT, (o,), params) for o in out]
+            pieces = list(zip(*outs, strict=True))      # per piece, a tuple of the outputs
+        else:
+            pieces = list(bind(_SPLIT, (out,), params))
+        if self.stats is not None:
+            self.stats.splits += 1
+        rows = np.empty(B, np.intp)
+        for i in idx:
+            rows[i] = _arange(len(i))
+        piece_of = np.repeat(np.arange(len(idx)), sizes)[np.argsort(order, kind="stable")]
+        for n, p, r in zip(group, piece_of.tolist(), rows.tolist(), strict=True):
+            n.result = pieces[p]
+            n.row = r
 
     def _stack_gathered(self, n) -> bool:
         """``stack`` (or ``cat`` along dim 0) of many equal-shaped values (a loss list, the
@@ -1093,6 +1166,7 @@ _STACK = REGISTRY["stack"]
 _CAT = REGISTRY["cat"]
 _ROWS = rows_p
 _GATHER = gather_p
+_SPLIT = split_rows_p
 _RESHAPE = REGISTRY["reshape"]
 _LAZY_ONLY = {Lazy}
 _NODE = attrgetter("node")
@@ -1120,7 +1194,9 @@ def _unique(rows) -> bool:
 
 
 _seq = attrgetter("seq")
+_USER = attrgetter("user")
 _PRUNE_MIN = 4096   # see Autobatcher._execute
+_SPLIT_MIN = 32     # a group of at least this many members may be split (Autobatcher._split)
 _COLLECTOR_MIN = 8  # a stack/cat of at least this many inputs is a collector (_collected)
 _PARAM = "param"   # markers in a cell's call key (call_cell)
 _VALUE = "value"

@@ -16,6 +16,8 @@ class AutobatchStats:
         members: pending nodes executed (the sum of all group sizes).
         evaluations: times the scheduler ran (each forced read, backward or exit).
         gathers: index operations that assembled group inputs (one per source group).
+        splits: large group outputs cut into one piece per reading group (gradients the
+            size of the piece, not of the group).
         map_rounds: batched evaluations that served blocked ``dg.autobatch.map`` tasks.
         forces: why values were forced (``{"item": 3, "backward": 1, ...}``).
         fallbacks: ``{primitive: {reason: members run one by one}}``.
@@ -35,6 +37,7 @@ class AutobatchStats:
         self.members = 0
         self.evaluations = 0
         self.gathers = 0
+        self.splits = 0
         self.map_rounds = 0
         self.forces: dict = {}
         self.fallbacks: dict = {}
@@ -69,14 +72,14 @@ class AutobatchStats:
 
     def as_dict(self) -> dict:
         return {"nodes": self.nodes, "cells": self.cells, "groups": self.groups, "members": self.members,
-                "average_group_size": self.average_group_size, "evaluations": self.evaluations, "gathers": self.gathers, "map_rounds": self.map_rounds,
+                "average_group_size": self.average_group_size, "evaluations": self.evaluations, "gathers": self.gathers, "splits": self.splits, "map_rounds": self.map_rounds,
                 "forces": dict(self.forces), "fallbacks": {k: dict(v) for k, v in self.fallbacks.items()},
                 "schedule_s": self.schedule_s, "compute_s": self.compute_s}
 
     def __str__(self) -> str:
         lines = [f"autobatch: {self.nodes} nodes recorded ({self.cells} of them cell calls), {self.members} executed in "
                  f"{self.groups} calls (average group {self.average_group_size:.1f}), "
-                 f"{self.evaluations} evaluations ({self.map_rounds} for map), {self.gathers} gathers",
+                 f"{self.evaluations} evaluations ({self.map_rounds} for map), {self.gathers} gathers, {self.splits} splits",
                  f"  time: scheduling {self.schedule_s * 1e3:.1f} ms, compute {self.compute_s * 1e3:.1f} ms"]
         if self.forces:
             lines.append("  forced by: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.forces.items())))

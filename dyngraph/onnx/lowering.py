@@ -570,6 +570,6 @@ UNSUPPORTED: dict = {
         "vector_norm", "xlogy",
     ), _TODO),
     **dict.fromkeys(("autobatch_rows", "autobatch_rows_backward", "autobatch_gather",
-                     "autobatch_gather_backward"),
+                     "autobatch_gather_backward", "autobatch_split", "autobatch_merge"),
                     "dg.autobatch's own gather between batched groups: never in a captured program"),
 }

@@ -30,6 +30,7 @@ __all__ = [
     "linear_rule", "embedding_rule", "nll_loss_rule", "diagonal_rule", "einsum_rule",
     "gather_like", "index_select_rule", "index_update_rule", "merge_leading", "rnn_step_rule",
     "BACKWARD_ONLY", "rows_p", "rows_backward_p", "gather_p", "gather_backward_p",
+    "split_rows_p", "merge_rows_p",
 ]
 
 #: fallback reason of primitives that only derivative rules call (backward runs on the
@@ -128,6 +129,37 @@ gather_p.defvjp_argnum(_gather_vjp)
 gather_backward_p.defvjp(_gather_backward_vjp)
 gather_p.defbatch(fallback="the scheduler's own gather: it runs outside the lazy interpreter")
 gather_backward_p.defbatch(fallback=BACKWARD_ONLY)
+
+
+@primitive("autobatch_split", n_outputs=-1, torch_name="SplitWithSizesBackward0")
+def split_rows_p(x, idx=(), n=0):
+    """``x`` (``n`` rows) cut into pieces ``x[idx[p]]``, the ``idx`` a partition of its rows
+    (each row in exactly one piece).  The scheduler splits a large group's outputs by the
+    group that will read them, so that each reader's gradient is the size of its piece,
+    not a full-size array for the whole group.
+
+    >>> [p.tolist() for p in split_rows_p(np.arange(4.), idx=(np.array([1, 3]), np.array([0, 2])), n=4)]
+    [[1.0, 3.0], [0.0, 2.0]]
+    """
+    return tuple(x.take(i, axis=0) for i in idx)
+
+
+@primitive("autobatch_merge")
+def merge_rows_p(*pieces, idx=(), n=0):
+    """The rows of ``pieces`` put back at ``idx`` (the adjoint of :func:`split_rows_p`):
+    ``out[idx[p]] = pieces[p]``, ``n`` rows in all."""
+    g0 = pieces[0]
+    out = np.empty((n, *g0.shape[1:]), dtype=g0.dtype)
+    for g, i in zip(pieces, idx, strict=True):
+        out[i] = g
+    return out
+
+
+split_rows_p.defvjp(lambda g, out, x, idx=(), n=0: merge_rows_p(*g, idx=idx, n=n))
+merge_rows_p.defvjp_argnum(lambda argnum, gg, out, *pieces, idx=(), n=0:
+                           rows_p(gg, idx[argnum], n=n, unique=True))
+split_rows_p.defbatch(fallback="the scheduler's own split: it runs outside the lazy interpreter")
+merge_rows_p.defbatch(fallback=BACKWARD_ONLY)
 
 
 def _bind(name, args, params):

@@ -35,6 +35,16 @@ def _autobatch_gather(m, x, v, rows, unique):
                                    "ns": (int(x.shape[0]), 0), "uniq": (unique, True)})
 
 
+def _autobatch_split(m, x):
+    idx = (np.array([4, 0]), np.array([1, 2, 3]))
+    if m.__name__ != "dyngraph":
+        return m.cat([x[idx[0]] * 2.0, x[idx[1]]])
+    from dyngraph.ops._batching import split_rows_p  # dyngraph only: torch runs the table too
+    from dyngraph.ops.registry import bind
+    a, b = bind(split_rows_p, (x,), {"idx": idx, "n": int(x.shape[0])})
+    return m.cat([a * 2.0, b])      # its backward is autobatch_merge
+
+
 def _one(*builders):
     """Samples from builder functions ``b(rng, dt) -> Sample``."""
     def make(rng, dt):
@@ -276,5 +286,11 @@ OPS = [
                                     desc="repeated")),
            skip_torch=True,
            reference=lambda x, v, rows, unique: np.stack([x[rows[0]], v, x[rows[1]], x[rows[2]]])),
+    # dg.autobatch's split of a group's rows by reader (ops/_batching.split_rows_p; backward
+    # autobatch_merge): rows 4, 0 doubled, then rows 1, 2, 3
+    OpInfo("autobatch_split", lambda m, x: _autobatch_split(m, x),
+           _one(lambda r, d: Sample((randn(r, (5, 3), d),))),
+           skip_torch=True,
+           reference=lambda x: np.concatenate([x[[4, 0]] * 2.0, x[[1, 2, 3]]])),
 ]
 
