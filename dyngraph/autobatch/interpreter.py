@@ -914,11 +914,12 @@ class Autobatcher(Interpreter):
         n0 = group[0]
         args, batched = [], []
         memo = {}
+        cols = None
         for j, a0 in enumerate(n0.args):
-            if type(a0) is Lazy:
-                x, b = self._gather([n.args[j] for n in group], B, memo)
-            elif isinstance(a0, Tensor) and not (a0._rg and a0._fn is None):
-                x, b = self._gather([n.args[j] for n in group], B)
+            if type(a0) is Lazy or (isinstance(a0, Tensor) and not (a0._rg and a0._fn is None)):
+                if cols is None:   # every member's args by position, in one C-level pass
+                    cols = list(zip(*map(_ARGS, group), strict=True))
+                x, b = self._gather(cols[j], B, memo if type(a0) is Lazy else None)
             else:
                 x, b = a0, False
             args.append(x)
@@ -935,11 +936,14 @@ class Autobatcher(Interpreter):
         concatenated and ONE ``rows_p`` gather puts the rows in member order.
         """
         a0 = refs[0]
-        if len(set(map(id, refs))) == 1:
+        nid = len(set(map(id, refs)))
+        if nid == 1:
             return (self._row_value(a0) if type(a0) is Lazy else a0), False
         kinds = set(map(type, refs))
         if kinds == _LAZY_ONLY:
-            out = self._gather_rows(refs, B, memo)
+            # distinct Lazy refs are distinct (node, output) pairs: no row of any source
+            # is taken twice (the gathers' gradients are plain scatters, no check needed)
+            out = self._gather_rows(refs, B, memo, nid == B)
             if out is not None:
                 return out, True
         elif Lazy not in kinds:
@@ -992,7 +996,7 @@ class Autobatcher(Interpreter):
             x = bind(index_select, (x, _idx(np.argsort(order))), {"dim": 0})
         return x, True
 
-    def _gather_rows(self, refs, B, memo=None):
+    def _gather_rows(self, refs, B, memo=None, distinct=False):
         """``_gather`` when every ref is a Lazy output of an executed node.  A node whose
         result is its own value (``row`` None: a group of one, a member run alone) is a
         source of one row.
@@ -1008,7 +1012,7 @@ class Autobatcher(Interpreter):
                 if memo.get("nodes") == nodes:          # identity per member
                     return self._apply_plan(memo["plan"], memo["results"], k)
         results = list(map(_RESULT, nodes))
-        plan = self._plan(nodes, results, refs, B)
+        plan = self._plan(nodes, results, refs, B, distinct)
         if plan is None:
             return None
         if k is not None:
@@ -1018,7 +1022,7 @@ class Autobatcher(Interpreter):
         return self._apply_plan(plan, results, k)
 
     @staticmethod
-    def _plan(nodes, results, refs, B):
+    def _plan(nodes, results, refs, B, distinct=False):
         """Which rows of which sources, in member order (no binds: ``_apply_plan`` runs
         it).  ``(None, p, index, n, unique)`` for one source (``index`` None: its rows
         in order), else ``(sources, params)``: the member index of each source and the
@@ -1042,7 +1046,7 @@ class Autobatcher(Interpreter):
             n = res._data.shape[0]
             if n == B and (rows == _arange(B)).all():
                 return (None, 0, None, n, True)
-            return (None, 0, _idx(rows), n, _unique(rows))
+            return (None, 0, _idx(rows), n, distinct or _unique(rows))
         # several sources: members grouped by source (a stable sort keeps member order
         # within each), one ``gather_p`` call takes every source's rows
         order = np.argsort(keys, kind="stable")
@@ -1064,7 +1068,7 @@ class Autobatcher(Interpreter):
                     res = res[refs[p0].k]
                 rws.append(r)
                 ns.append(res._data.shape[0])
-                uq.append(_unique(r))
+                uq.append(distinct or _unique(r))
             poss.append(slice(p0, p0 + b - a) if int(pos[-1]) - p0 == b - a - 1 else pos)
         return (tuple(srcs), {"B": B, "rows": tuple(rws), "pos": tuple(poss), "ns": tuple(ns),
                               "uniq": tuple(uq)})
@@ -1170,6 +1174,7 @@ _SPLIT = split_rows_p
 _RESHAPE = REGISTRY["reshape"]
 _LAZY_ONLY = {Lazy}
 _NODE = attrgetter("node")
+_ARGS = attrgetter("args")
 _ROW = attrgetter("row")
 _RESULT = attrgetter("result")
 _K = attrgetter("k")
