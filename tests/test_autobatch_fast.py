@@ -159,3 +159,34 @@ def test_cell_groups_differentiate_like_eager_with_shared_inputs_unused_outputs_
     assert len(seen_b) == 2 and len(seen_e) == 2
     for a, b in zip(seen_b, seen_e, strict=True):
         np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_a_read_with_everything_feeding_it_and_an_inline_cell_forces_only_its_subgraph():
+    """``_all_feed``: when every pending node feeds the read, one pass finds them; a cell
+    that runs inline (an unhashable argument) and ignores an argument must not count as
+    that argument's consumer, or the read would force the ignored value too."""
+    from dyngraph.autobatch import is_pending
+
+    def body(a, b, opts):
+        return a * opts[0]                  # b is ignored
+
+    f = dg.autobatch.cell(body)
+    rng = np.random.default_rng(0)
+    c = dg.tensor(rng.normal(size=(3,)))              # per-instance constants: recorded
+    w = dg.tensor(rng.normal(size=(3,)), requires_grad=True)
+    cv, wv = c.numpy(), w.detach().numpy()
+    with dg.autobatch():
+        x = dg.tanh(c * w)
+        y = dg.sigmoid(c + w)
+        assert is_pending(x) and is_pending(y)
+        out = f(x, y, [2.0]).sum()                    # a list: unhashable, runs inline
+        np.testing.assert_allclose(out.item(), 2 * np.tanh(cv * wv).sum(), **TOL)
+        assert is_pending(y)                          # not read, not forced
+        total = dg.stack([dg.exp(c * w * float(i)).sum() for i in range(10)]).sum()
+        total.backward()                              # everything else pending feeds it
+        assert is_pending(y)
+        np.testing.assert_allclose(y.sum().item(), (1 / (1 + np.exp(-(cv + wv)))).sum(), **TOL)
+    want = sum(np.exp(cv * wv * i).sum() for i in range(10))
+    np.testing.assert_allclose(total.item(), want, **TOL)
+    np.testing.assert_allclose(w.grad.numpy(), sum(i * cv * np.exp(cv * wv * i) for i in range(10)),
+                               **TOL)

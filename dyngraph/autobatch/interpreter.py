@@ -158,6 +158,7 @@ class Autobatcher(Interpreter):
         self.prune_at = _PRUNE_MIN   # len(nodes) at which _execute next drops finished nodes
         self.collectors: list = []   # pending stack/cat nodes of many inputs (see _collected)
         self.gks = None              # while _execute runs groups: seq -> group key (_split)
+        self._todo_all = None        # _all_feed's answer
 
     # ------------------------------------------------------------------
     # recording
@@ -349,6 +350,7 @@ class Autobatcher(Interpreter):
         try:
             tmpl = cache.get(key)
         except TypeError:   # unhashable non-tensor arguments: inline
+            _unuse(stored)
             return fn(*args, **kwargs)
         if tmpl is None or (tmpl is not False and tmpl.weak and not tmpl.alive()):
             try:
@@ -357,9 +359,11 @@ class Autobatcher(Interpreter):
                 cache[key] = False
                 if self.stats is not None:
                     self.stats.fallback(_Named(f"cell:{name}"), f"runs inline: {exc}", 1)
+                _unuse(stored)
                 return fn(*args, **kwargs)
             cache[key] = tmpl
         elif tmpl is False:
+            _unuse(stored)
             return fn(*args, **kwargs)
         st = self.stats
         if st is not None:
@@ -612,6 +616,10 @@ class Autobatcher(Interpreter):
 
     def evaluate(self, roots) -> None:
         """Evaluate the pending subgraph that ``roots`` (PNodes) depend on, nothing else."""
+        if self._all_feed(roots):
+            self._execute(self._todo_all)
+            self._todo_all = None
+            return
         self.epoch += 1
         ep = self.epoch
         todo = []
@@ -642,6 +650,41 @@ class Autobatcher(Interpreter):
             else:
                 todo.sort(key=_seq)
             self._execute(todo)
+
+    def _all_feed(self, roots) -> bool:
+        """True when every pending node feeds ``roots`` (the common ``loss.item()`` or
+        ``loss.backward()`` on everything recorded): then the pending nodes in recording
+        order are the subgraph, found in one pass instead of a walk over every input.
+
+        ``nuse`` counts a node's recorded consumers, and a pending node's consumers are
+        pending too; following consumers from any pending node ends at one with none.
+        So if each pending node with no consumer is a root, every pending node reaches a
+        root.  (Only cell calls that run inline record no node; they give their count
+        back, ``_unuse``.)  Sets ``mark`` like the walk and leaves the list in
+        ``_todo_all``."""
+        self.epoch += 1
+        ep = self.epoch
+        rm = -ep                     # roots' mark during the pass
+        nroots = 0
+        for r in roots:
+            if r.result is None and r.mark != rm:
+                r.mark = rm
+                nroots += 1
+        todo = []
+        add = todo.append
+        for n in self.nodes:
+            if n.result is None:
+                m = n.mark
+                if m == rm:
+                    nroots -= 1
+                elif n.nuse == 0:
+                    return False         # a pending sink that is not a root: walk
+                n.mark = ep
+                add(n)
+        if not todo or nroots:       # nothing, or a root not in the list: walk
+            return False
+        self._todo_all = todo
+        return True
 
     def _execute(self, todo) -> None:
         t0 = time.perf_counter()
@@ -1263,6 +1306,14 @@ def _collected(interp, ep) -> dict:
                 if type(a) is Lazy:
                     stack.append((a.node, d - 1))
     return late
+
+
+def _unuse(args) -> None:
+    """A cell call that runs inline records no node of its own: its count of consumers
+    goes back (``Autobatcher._all_feed`` relies on exact counts)."""
+    for a in args:
+        if type(a) is Lazy:
+            a.node.nuse -= 1
 
 
 def _keep(nodes) -> list:
