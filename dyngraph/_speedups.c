@@ -148,6 +148,39 @@ static void untrack_shape(PyObject *shape) {
     gc_untrack(shape);
 }
 
+/* a tuple whose items are all untracked or not GC objects (the saved args of `a * 2.0`:
+   (None, 2.0)): untracked, as the collector itself would do at its next pass -- a tuple
+   cannot change, so it can never join a cycle */
+static void untrack_tuple_if_atomic(PyObject *tup) {
+    if (!PyTuple_CheckExact(tup) || !PyObject_GC_IsTracked(tup)) return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); i++) {
+        PyObject *o = PyTuple_GET_ITEM(tup, i);
+        if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o)) return;
+    }
+    gc_untrack(tup);
+}
+
+/* a call's params ({"shape": (1, 128)}, {"dim": 0}): its tuples of atomic items, then the
+   dict itself when every value is atomic.  Up to 3.13 CPython tracks a dict again as soon as
+   a tracked value is stored in it (MAINTAIN_TRACKING), so a later mutation stays safe;
+   later versions keep every dict tracked, and there only the tuples are untracked. */
+static void untrack_params(PyObject *params) {
+    if (params == EmptyParams || !PyDict_CheckExact(params)) return;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int atomic = 1;
+    while (PyDict_Next(params, &pos, &k, &v)) {
+        if (!PyObject_IS_GC(v)) continue;
+        untrack_tuple_if_atomic(v);
+        if (PyObject_GC_IsTracked(v)) atomic = 0;
+    }
+#if PY_VERSION_HEX < 0x030E0000
+    if (atomic && PyObject_GC_IsTracked(params)) gc_untrack(params);
+#else
+    (void)atomic;
+#endif
+}
+
 static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
     PyObject **p = (PyObject **)((char *)obj + off);
     PyObject *old = *p;
@@ -516,6 +549,7 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
     }
     set_slot(node, n_prim, prim);
     set_slot(node, n_params, params);
+    untrack_params(params);
     set_slot(node, n_edges, edges);
     Py_CLEAR(edges);
     set_slot(node, n_n_out, ONE);
@@ -571,6 +605,7 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
             }
             PyList_SET_ITEM(vl, i, v);
         }
+        untrack_tuple_if_atomic(saved_args);
         set_slot(node, n_saved, saved_args);
         Py_DECREF(saved_args);
         untrack_if_atomic(dl);

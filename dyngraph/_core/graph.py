@@ -29,12 +29,13 @@ class Node:
     # Hot attributes are slots; rarely used ones (hooks, retained grads, debug
     # info, multi-output metadata) live in the lazily created instance dict and
     # default to the class attributes below, so creating a Node stays cheap.
+    # ``out_vc`` (the version counter of a saved output: every tanh/sigmoid/exp node) and
+    # ``out_meta`` (multi-output nodes) are slots too: as class defaults they put an instance
+    # dict -- one more object tracked by the cyclic GC -- on every such node.
     __slots__ = ("prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
-                 "in_meta", "n_out", "__dict__", "__weakref__")
+                 "in_meta", "n_out", "out_vc", "out_meta", "__dict__", "__weakref__")
 
     special = False  # set when hooks / retain_grad / custom backward need the engine's slow path
-    out_vc = None
-    out_meta = None
     pre_hooks = None
     post_hooks = None
     retained = None
@@ -50,6 +51,8 @@ class Node:
         self.out = None
         self.in_meta = None
         self.n_out = 1
+        self.out_vc = None
+        self.out_meta = None
 
     # -- PyTorch-compatible introspection ------------------------------------
     def name(self) -> str:
