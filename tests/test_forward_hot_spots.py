@@ -107,3 +107,75 @@ def test_modified_saved_output_still_raises():
     y.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+# -- sigmoid's forward in the compiled kernel (dyngraph/_kernels.c) --------------------------
+
+from dyngraph.ops import elementwise as _ew  # noqa: E402
+
+needs_k = pytest.mark.skipif(_ew._K is None, reason="dyngraph._kernels not built or pure-Python pass")
+
+
+def _ulp_diff(a, b):
+    a = np.asarray(a)
+    b = np.asarray(b)
+    scale = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(a.dtype))
+    return np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)) / scale.astype(np.float64))
+
+
+@needs_k
+@pytest.mark.parametrize("dtype, max_ulp", [(np.float32, 4), (np.float64, 4)])
+@pytest.mark.parametrize("shape", [(7,), (3, 128), (2, 3, 5), (1, 1)])
+def test_sigmoid_kernel_matches_the_numpy_reference(dtype, max_ulp, shape):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 6).astype(dtype)
+    got = _ew._sigmoid_k(x)
+    ref = _ew._sigmoid_np(x)
+    assert got.dtype == x.dtype and got.shape == x.shape and got.flags.c_contiguous
+    assert _ulp_diff(got, ref) <= max_ulp
+    # the primitive uses it, and PyTorch agrees
+    import torch
+    t = dg.sigmoid(dg.tensor(x)).numpy()
+    np.testing.assert_array_equal(t, got)
+    rtol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(t, torch.sigmoid(torch.from_numpy(x)).numpy(), rtol=rtol, atol=0)
+
+
+@needs_k
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_kernel_special_values(dtype):
+    x = np.array([np.nan, np.inf, -np.inf, -80.0, -30.0, -0.0, 0.0, 30.0, 800.0, -800.0], dtype=dtype)
+    got = _ew._sigmoid_k(x)
+    assert np.isnan(got[0])
+    np.testing.assert_array_equal(got[[1, 2, 5, 6, 8, 9]], np.array([1, 0, 0.5, 0.5, 1, 0], dtype))
+    np.testing.assert_allclose(got[3:5], _ew._sigmoid_np(x[3:5]), rtol=1e-5, atol=0)
+
+
+@needs_k
+def test_sigmoid_kernel_inputs_it_does_not_take_use_numpy():
+    rng = np.random.default_rng(1)
+    # non-contiguous 2-D: the kernel reads strides; 3-D transposed: the NumPy path
+    x2 = rng.standard_normal((6, 8)).astype(np.float32)[:, ::2]
+    np.testing.assert_array_equal(_ew._sigmoid_k(x2), _ew._sigmoid_k(np.ascontiguousarray(x2)))
+    x3 = rng.standard_normal((2, 3, 4)).transpose(2, 0, 1)
+    np.testing.assert_array_equal(_ew._sigmoid_k(x3), _ew._sigmoid_np(x3))
+    for x in (np.float32(0.3) * np.ones(()), np.zeros((0, 4), np.float32),
+              rng.standard_normal(5).astype(np.float16)):
+        r = _ew._sigmoid_k(x)
+        assert r.dtype == x.dtype and r.shape == x.shape
+        np.testing.assert_array_equal(r, _ew._sigmoid_np(x))
+
+
+@needs_k
+def test_sigmoid_kernel_rows_agree_inside_a_batch():
+    # an eager row and the same row in a stacked batch (dg.autobatch) give the same bits
+    rng = np.random.default_rng(2)
+    rows = [rng.standard_normal(37).astype(np.float32) for _ in range(5)]
+    batch = _ew._sigmoid_k(np.stack(rows))
+    for i, r in enumerate(rows):
+        np.testing.assert_array_equal(_ew._sigmoid_k(r), batch[i])
+
+
+def test_sigmoid_gradient_matches_finite_differences():
+    x = dg.tensor(np.linspace(-4, 4, 9), dtype=dg.float64, requires_grad=True)
+    assert dg.autograd.gradcheck(dg.sigmoid, (x,))
