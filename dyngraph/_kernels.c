@@ -634,17 +634,18 @@ done:
     return res;
 }
 
-/* unary(name, x, out): name is 'exp', 'tanh' or 'sigmoid' */
+/* unary(name, x, out): name is 'exp', 'tanh', 'sigmoid' (elementwise) or 'softmax' (of each
+   row: the last axis of the 2-D x) */
 static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (check_nargs("unary", nargs, 3, "name, x, out") < 0)
         return NULL;
     const char *name = PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8(args[0]) : NULL;
     int op = !name ? -1 : !strcmp(name, "exp") ? 0 : !strcmp(name, "tanh") ? 1
-             : !strcmp(name, "sigmoid") ? 2 : -1;
+             : !strcmp(name, "sigmoid") ? 2 : !strcmp(name, "softmax") ? 3 : -1;
     if (op < 0) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "unary: name must be 'exp', 'tanh' or 'sigmoid'");
+        PyErr_SetString(PyExc_ValueError, "unary: name must be 'exp', 'tanh', 'sigmoid' or 'softmax'");
         return NULL;
     }
     static const KernSpec spec = {
@@ -696,7 +697,7 @@ static PyMethodDef methods[] = {
     {"lstm_cell_hidden_vjp", (PyCFunction)(void (*)(void))py_lstm_cell_hidden_vjp, METH_FASTCALL,
      "lstm_cell_hidden_vjp(gr, gates, c, dgates, dc): gradients of lstm_cell_hidden's inputs."},
     {"unary", (PyCFunction)(void (*)(void))py_unary, METH_FASTCALL,
-     "unary(name, x, out): out <- exp / tanh / sigmoid of x with the kernels' own math."},
+     "unary(name, x, out): out <- exp / tanh / sigmoid of x, or softmax of each row of x, with the kernels' own math."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1112,7 +1113,8 @@ KCLONES static void NM(cell_vjp)(int which, Py_ssize_t B, Py_ssize_t H, Arr *a, 
     }
 }
 
-/* ---- exp / tanh / sigmoid of a 2-D array with the kernels' own math (for the tests) ---- */
+/* ---- exp / tanh / sigmoid / row softmax of a 2-D array with the kernels' own math (the tests;
+   sigmoid_p and softmax_p's forwards in ops/) ---- */
 
 /* a: x, out */
 KCLONES static void NM(unary)(int op, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
@@ -1126,9 +1128,26 @@ KCLONES static void NM(unary)(int op, Py_ssize_t B, Py_ssize_t H, Arr *a, void *
         else if (op == 1)
             for (Py_ssize_t j = 0; j < H; j++)
                 p[j] = KTANH(p[j]);
-        else
+        else if (op == 2)
             for (Py_ssize_t j = 0; j < H; j++)
                 p[j] = KSIG(p[j]);
+        else {
+            /* softmax of the row: exp(x - max) / sum, NumPy's reference formula (ops/nn.py).
+               The max propagates a NaN (and +inf gives inf - inf = NaN) as np.maximum does;
+               the sum is accumulated in double (float32 rows: more accurate than NumPy's
+               pairwise float32 sum) */
+            T m = p[0];
+            for (Py_ssize_t j = 1; j < H; j++)
+                m = (p[j] > m || p[j] != p[j]) && m == m ? p[j] : m;
+            for (Py_ssize_t j = 0; j < H; j++)   /* apart from the sum: vectorised */
+                p[j] = KEXP(p[j] - m);
+            double sum = 0.0;
+            for (Py_ssize_t j = 0; j < H; j++)
+                sum += (double)p[j];
+            T st = (T)sum;
+            for (Py_ssize_t j = 0; j < H; j++)
+                p[j] = p[j] / st;
+        }
         NM(scatter)(&a[1], b, 0, H, p);
     }
 }

@@ -179,3 +179,74 @@ def test_sigmoid_kernel_rows_agree_inside_a_batch():
 def test_sigmoid_gradient_matches_finite_differences():
     x = dg.tensor(np.linspace(-4, 4, 9), dtype=dg.float64, requires_grad=True)
     assert dg.autograd.gradcheck(dg.sigmoid, (x,))
+
+
+# -- softmax along the last axis in the compiled kernel ------------------------------------
+
+from dyngraph.ops import nn as _nn  # noqa: E402
+
+
+def _softmax64(x, axis=-1):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@needs_k
+# rtol: x - max is rounded to the dtype, and exp turns its error into ~|x - max| * eps relative
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 2e-5), (np.float64, 1e-13)])
+@pytest.mark.parametrize("shape", [(128,), (1, 128), (10, 7), (2, 3, 33), (3, 1)])
+def test_softmax_kernel_is_accurate_and_matches_torch(dtype, rtol, shape):
+    import torch
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 8).astype(dtype)
+    got = _nn.softmax_p.impl(x, dim=x.ndim - 1)
+    assert got.dtype == x.dtype and got.shape == x.shape
+    truth = _softmax64(x)
+    np.testing.assert_allclose(got, truth, rtol=rtol, atol=0)
+    # no worse than the NumPy reference path
+    with np.errstate(all="ignore"):
+        e = np.exp(_nn._shifted(x, x.ndim - 1))
+        ref = e / _nn._sum_keep(e, x.ndim - 1)
+    rel = np.max(np.abs(got - truth) / truth)
+    assert rel <= 2 * np.max(np.abs(ref - truth) / truth) + 8 * np.finfo(dtype).eps
+    t = dg.softmax(dg.tensor(x), dim=-1).numpy()
+    np.testing.assert_array_equal(t, got)
+    np.testing.assert_allclose(t, torch.softmax(torch.from_numpy(x), -1).numpy(), rtol=4 * rtol,
+                               atol=np.finfo(dtype).tiny)
+
+
+@needs_k
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_kernel_special_values_as_numpy(dtype):
+    x = np.array([[1, np.nan, 2], [1, np.inf, 2], [-np.inf] * 3, [np.inf, np.inf, 1],
+                  [-np.inf, 0, 1], [np.nan, 1, 2], [0, -1000, 1000]], dtype)
+    got = _nn.softmax_p.impl(x, dim=1)
+    with np.errstate(all="ignore"):
+        ref = _softmax64(x).astype(dtype)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)   # NaNs in the same places
+    assert np.isnan(got[:4]).all() and np.isnan(got[5]).all()
+
+
+@needs_k
+def test_softmax_kernel_paths_it_does_not_take():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    xt = x.transpose(2, 0, 1)                                     # N-d, not contiguous
+    np.testing.assert_allclose(_nn.softmax_p.impl(xt, dim=2), _softmax64(xt), rtol=1e-6)
+    np.testing.assert_allclose(_nn.softmax_p.impl(x, dim=0), _softmax64(x, 0), rtol=1e-6)
+    big = rng.standard_normal((2, _nn._K_SOFTMAX_MAX)).astype(np.float32)
+    np.testing.assert_allclose(_nn.softmax_p.impl(big, dim=1), _softmax64(big), rtol=1e-5)
+    x2 = rng.standard_normal((6, 8)).astype(np.float32)[:, ::2]   # 2-D strided: the kernel
+    np.testing.assert_array_equal(_nn.softmax_p.impl(x2, dim=1),
+                                  _nn.softmax_p.impl(np.ascontiguousarray(x2), dim=1))
+    h = rng.standard_normal((3, 4)).astype(np.float16)
+    assert _nn.softmax_p.impl(h, dim=1).dtype == np.float16
+    z = np.float64(0.5) * np.ones(())
+    assert _nn.softmax_p.impl(z, dim=-1).shape == ()
+
+
+def test_softmax_gradient_matches_finite_differences():
+    x = dg.tensor(np.linspace(-3, 2, 12).reshape(3, 4), dtype=dg.float64, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda t: dg.softmax(t, dim=-1), (x,))
+    assert dg.autograd.gradcheck(lambda t: dg.softmax(t, dim=0), (x,))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from .elementwise import exp_p, rsqrt_p
+from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
 from .reduction import mean_p, sum_p, sum_to_shape_p
 from .registry import primitive
@@ -112,11 +112,30 @@ def _log_softmax_vjp(g, out, x, dim=-1):
 log_softmax_p.defvjp(_log_softmax_vjp)
 
 
+# Up to this many elements softmax along the last axis runs in dyngraph._kernels (one pass
+# per row: max, exp, sum in double, divide; 1.2 against 8.1 us for a float32 (1, 128) row,
+# 5.5 against 14.7 us for (10, 128), CPU time); above it NumPy's vectorised reductions win
+# for float32 ((20, 5001): 463 against 377 us).  The NumPy code below stays the reference
+# (pure-Python pass, other dtypes and axes).
+_K_SOFTMAX_MAX = 16384
+
+
 @primitive("softmax", promote="float", save_output=True)
 def softmax_p(x, dim=-1):
     """Primitive: stable ``softmax`` along ``dim`` (arrays)."""
     if x.size == 0:
         return x.copy()
+    if (_K is not None and type(x) is np.ndarray and x.dtype in _KDT
+            and x.size <= _K_SOFTMAX_MAX and dim in (-1, x.ndim - 1)):
+        nd = x.ndim
+        if nd == 2 or nd == 1 or (nd > 2 and x.flags.c_contiguous):
+            out = np.empty(x.shape, x.dtype)
+            if nd == 2:
+                _K.unary("softmax", x, out)
+            else:
+                rows = (-1, x.shape[-1])   # 1-D: one row (a view for any strides)
+                _K.unary("softmax", x.reshape(rows), out.reshape(rows))
+            return out
     e = np.exp(_shifted(x, dim))
     e /= _sum_keep(e, dim)
     return e
