@@ -493,6 +493,38 @@ WRAP(py_lstm_cell_hidden_vjp, K_CELL_HIDDEN_VJP)
 
 static PyObject *kw_out;   /* ("out",): the keyword of the product call */
 
+/* The sequence kernels' shared parts: mm is (matmul, a, b, out), called once per step as
+ * matmul(a, b, out=out) to write the step's hidden product; the rows of the per-step
+ * arrays must be whole steps of the batch. */
+static int check_mm(const char *kern, PyObject *mm)
+{
+    if (!PyTuple_Check(mm) || PyTuple_GET_SIZE(mm) != 4 || !PyCallable_Check(PyTuple_GET_ITEM(mm, 0))) {
+        PyErr_Format(PyExc_TypeError, "%s: mm must be a tuple (matmul, a, b, out) with a callable matmul",
+                     kern);
+        return -1;
+    }
+    return 0;
+}
+
+static int step_product(PyObject *mm)
+{
+    PyObject *call[3] = {PyTuple_GET_ITEM(mm, 1), PyTuple_GET_ITEM(mm, 2), PyTuple_GET_ITEM(mm, 3)};
+    PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(mm, 0), call, 2, kw_out);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int whole_steps(const char *kern, Py_ssize_t S, Py_ssize_t B)
+{
+    if (B <= 0 || S % B) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd rows are not whole steps of %zd rows", kern, S, B);
+        return -1;
+    }
+    return 0;
+}
+
 /* lstm_sequence(mm, hw, xw, c0, acts, hs, cs, hbuf, reverse): a whole LSTM direction of
  * equal steps (S = steps * B rows), without projection.  Each step calls
  * mm[0](mm[1], mm[2], out=mm[3]) -- NumPy's matmul, writing the hidden product that hw
@@ -510,11 +542,8 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
     if (check_nargs(ctx.kern, nargs, 9, "mm, hw, xw, c0, acts, hs, cs, hbuf, reverse") < 0)
         return NULL;
     PyObject *mm = args[0];
-    if (!PyTuple_Check(mm) || PyTuple_GET_SIZE(mm) != 4 || !PyCallable_Check(PyTuple_GET_ITEM(mm, 0))) {
-        PyErr_SetString(PyExc_TypeError,
-                        "lstm_sequence: mm must be a tuple (matmul, a, b, out) with a callable matmul");
+    if (check_mm(ctx.kern, mm) < 0)
         return NULL;
-    }
     int reverse = PyObject_IsTrue(args[8]);
     if (reverse < 0 || gate_width(&ctx, "acts", args[4], 4, &H) < 0)
         return NULL;
@@ -533,22 +562,16 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
             goto done;
     }
     B = ctx.rows;
-    if (B == 0 || S % B) {
-        PyErr_Format(PyExc_ValueError, "lstm_sequence: %zd rows are not whole steps of %zd rows",
-                     S, B);
+    if (whole_steps(ctx.kern, S, B) < 0)
         goto done;
-    }
     if ((buf = scratch(35 * H, ctx.f32)) == NULL)
         goto done;
     {
         Py_ssize_t n = S / B;
-        PyObject *call[3] = {PyTuple_GET_ITEM(mm, 1), PyTuple_GET_ITEM(mm, 2), PyTuple_GET_ITEM(mm, 3)};
         for (Py_ssize_t s = 0; s < n; s++) {
             Py_ssize_t t = reverse ? n - 1 - s : s;
-            PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(mm, 0), call, 2, kw_out);
-            if (r == NULL)
+            if (step_product(mm) < 0)
                 goto done;
-            Py_DECREF(r);
             Py_ssize_t prev = s == 0 ? -1 : (reverse ? t + 1 : t - 1);
             BEGIN_LOOP(B * 4 * H)
             if (ctx.f32)
@@ -577,11 +600,8 @@ static PyObject *py_gru_sequence(PyObject *self, PyObject *const *args, Py_ssize
     if (check_nargs(ctx.kern, nargs, 9, "mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse") < 0)
         return NULL;
     PyObject *mm = args[0];
-    if (!PyTuple_Check(mm) || PyTuple_GET_SIZE(mm) != 4 || !PyCallable_Check(PyTuple_GET_ITEM(mm, 0))) {
-        PyErr_SetString(PyExc_TypeError,
-                        "gru_sequence: mm must be a tuple (matmul, a, b, out) with a callable matmul");
+    if (check_mm(ctx.kern, mm) < 0)
         return NULL;
-    }
     int reverse = PyObject_IsTrue(args[8]);
     if (reverse < 0 || gate_width(&ctx, "acts", args[4], 3, &H) < 0)
         return NULL;
@@ -603,22 +623,16 @@ static PyObject *py_gru_sequence(PyObject *self, PyObject *const *args, Py_ssize
             goto done;
     }
     B = ctx.rows;
-    if (B <= 0 || S % B) {
-        PyErr_Format(PyExc_ValueError, "gru_sequence: %zd rows are not whole steps of %zd rows",
-                     S, B);
+    if (whole_steps(ctx.kern, S, B) < 0)
         goto done;
-    }
     if ((buf = scratch(32 * H, ctx.f32)) == NULL)
         goto done;
     {
         Py_ssize_t n = S / B;
-        PyObject *call[3] = {PyTuple_GET_ITEM(mm, 1), PyTuple_GET_ITEM(mm, 2), PyTuple_GET_ITEM(mm, 3)};
         for (Py_ssize_t s = 0; s < n; s++) {
             Py_ssize_t t = reverse ? n - 1 - s : s;
-            PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(mm, 0), call, 2, kw_out);
-            if (r == NULL)
+            if (step_product(mm) < 0)
                 goto done;
-            Py_DECREF(r);
             BEGIN_LOOP(B * 3 * H)
             if (ctx.f32)
                 gru_seq_step_f(t, B, H, a, buf);
