@@ -11,5 +11,9 @@ from setuptools import Extension, setup
 # result); -ffp-contract=off keeps a * b + c as two roundings, as in the NumPy reference path.
 setup(ext_modules=[Extension("dyngraph._speedups", ["dyngraph/_speedups.c"], optional=True,
                              extra_compile_args=["-O2"]),
+                   # _autobatch: dg.autobatch's recording hot paths (autobatch/interpreter.py
+                   # stays the reference)
+                   Extension("dyngraph._autobatch", ["dyngraph/_autobatch.c"], optional=True,
+                             extra_compile_args=["-O2"]),
                    Extension("dyngraph._kernels", ["dyngraph/_kernels.c"], optional=True,
                              extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"])])

@@ -35,6 +35,11 @@ __all__ = ["cell", "build", "Template", "NotTraceableError", "SIGNATURES"]
 SIGNATURES = itertools.count(1)
 
 
+#: dyngraph._autobatch.record_cell when the C module is built (interpreter.use_native): the
+#: recording of a call whose template is cached, in C; None: Autobatcher.call_cell does it
+_RECORD_CELL = None
+
+
 class NotTraceableError(Exception):
     """Raised inside a cell trace when the body cannot be replayed (a value read...)."""
 
@@ -257,6 +262,13 @@ def cell(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         interp = STATE.interpreter
+        if interp is None:
+            return fn(*args, **kwargs)
+        rec = _RECORD_CELL
+        if rec is not None and not kwargs:
+            out = rec(interp, cache, args)    # C: a cached template's call recorded, or None
+            if out is not None:
+                return out
         call = getattr(interp, "call_cell", None)
         if call is None:
             return fn(*args, **kwargs)

@@ -23,6 +23,7 @@ its ``grad_fn`` selects that row from the batched graph.
 
 from __future__ import annotations
 
+import os
 import time
 from operator import attrgetter
 from weakref import ref as _weakref
@@ -32,8 +33,9 @@ import numpy as np
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
 from ..ops._batching import gather_p, rows_p, split_rows_p
-from ..ops.registry import EMPTY, REGISTRY, bind
+from ..ops.registry import EMPTY, REGISTRY, Primitive, bind
 from ..tensor import Tensor
+from . import cells as _cells
 from .cells import SIGNATURES, NotTraceableError, Template, build
 from .lazy import Lazy
 
@@ -189,8 +191,10 @@ class Autobatcher(Interpreter):
     # ------------------------------------------------------------------
     # recording
     # ------------------------------------------------------------------
-    def process(self, prim, args, params):
-        # the hot path of recording: one pass over the inputs builds the signature
+    def _process_py(self, prim, args, params):
+        # the hot path of recording: one pass over the inputs builds the signature.  With
+        # the optional C module (dyngraph/_autobatch.c) ``process`` is its C version, which
+        # records the calls of known signatures and hands every other call to this one
         spec = [prim, _pkey(params) if params else (), STATE.grad_enabled]
         depth = 0
         lazy = const = rg = False
@@ -252,6 +256,8 @@ class Autobatcher(Interpreter):
         if (prim is _STACK or prim is _CAT) and i >= _COLLECTOR_MIN:
             self.collectors.append(out._data.node)   # the scheduler's _collected walks these
         return out
+
+    process = _process_py     # replaced by the C version below when it is built
 
     def _record(self, prim, params, args, sig, depth, specs, multi, rgs, versions_of):
         """Create the pending node and its output tensors (``rgs``: requires_grad per
@@ -1357,3 +1363,45 @@ def _row_hook(row, hooks, ret):
         return None
     return hook
 
+
+
+# ---------------------------------------------------------------------------
+# the optional C recording paths (dyngraph/_autobatch.c)
+# ---------------------------------------------------------------------------
+
+def _load_native():
+    """``dyngraph._autobatch`` set up for these classes, or None (not built, or the
+    pure-Python path was asked for with DYNGRAPH_PURE_PYTHON)."""
+    if os.environ.get("DYNGRAPH_PURE_PYTHON"):
+        return None
+    try:
+        from .. import _autobatch as mod  # noqa: PLC0415  (optional C extension)
+    except ImportError:
+        return None
+    mod.setup(Lazy, Tensor, PNode, Template, Autobatcher, Primitive, STATE, Autobatcher._process_py,
+              _STACK, _CAT, EMPTY, _PARAM, _VALUE, _COLLECTOR_MIN)
+    return mod
+
+
+_NATIVE = _load_native()
+_NATIVE_PROCESS = _NATIVE.process_method() if _NATIVE is not None else None
+
+
+def use_native(on: bool = True) -> bool:
+    """Record through the C paths of ``dyngraph._autobatch`` (when built) or the Python
+    reference; returns whether they were in use.  For tests that compare the two.
+
+    >>> was = use_native(False)      # the Python reference from here on
+    >>> _ = use_native(was)
+    """
+    was = Autobatcher.process is not Autobatcher._process_py
+    if on and _NATIVE is not None:
+        Autobatcher.process = _NATIVE_PROCESS
+        _cells._RECORD_CELL = _NATIVE.record_cell
+    else:
+        Autobatcher.process = Autobatcher._process_py
+        _cells._RECORD_CELL = None
+    return was
+
+
+use_native(True)

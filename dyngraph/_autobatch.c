@@ -1,0 +1,700 @@
+/*
+ * dyngraph._autobatch: the per-call hot paths of dg.autobatch's recording in C.
+ *
+ * An accelerator, not a second implementation: the Python code in
+ * dyngraph/autobatch/interpreter.py stays the reference.  Each function here
+ * handles the common case and hands everything else to it, BEFORE changing any
+ * state (so the Python path sees the call exactly as it would without this file):
+ *
+ * - process(interp, prim, args, params): Autobatcher.process (installed as the
+ *   class's method when this module imports) for a call whose signature was seen
+ *   before: builds the signature tuple, looks up its output facts (a new signature:
+ *   Autobatcher._infer, cached as in Python), records the pending node and its
+ *   output tensors.  A non-batchable or value-dependent primitive, a call with
+ *   nothing per-member in it, anomaly mode, a cell trace go to
+ *   Autobatcher._process_py.
+ * - record_cell(interp, cache, args): a dg.autobatch.cell call (no keyword
+ *   arguments) whose template is cached and captures no buffers; returns None
+ *   when the Python call_cell must run instead.
+ *
+ * The objects it builds (PNode, Lazy, Tensor and their slots) are those of the
+ * Python classes, with the same values; slot offsets are read from their
+ * __slots__ descriptors at set-up (tests/test_autobatch_native.py compares the
+ * two paths field by field).  DYNGRAPH_PURE_PYTHON=1 disables the module.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+static PyTypeObject *LazyT = NULL, *TensorT = NULL, *PNodeT = NULL, *TemplateT = NULL,
+                    *AutobatcherT = NULL, *PrimitiveT = NULL;
+static PyObject *State = NULL;      /* the thread-local dispatch state */
+static PyObject *ProcessPy = NULL;  /* Autobatcher._process_py */
+static PyObject *StackP = NULL, *CatP = NULL;
+static PyObject *EmptyParams = NULL; /* registry.EMPTY */
+static PyObject *ParamMark = NULL, *ValueMark = NULL;   /* interpreter._PARAM / _VALUE */
+static Py_ssize_t CollectorMin = 8;
+static PyObject *ZERO = NULL, *ONE = NULL, *MINUS1 = NULL;
+
+static Py_ssize_t l_shape, l_dtype, l_ndim, l_size, l_node, l_k;
+static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
+static Py_ssize_t n_prim, n_params, n_args, n_sig, n_depth, n_specs, n_refs, n_result, n_row,
+    n_seq, n_nuse, n_user, n_interp, n_grad_enabled, n_versions, n_mark;
+static Py_ssize_t tm_sid, tm_specs, tm_protos, tm_multi, tm_weak;
+static Py_ssize_t p_batchable, p_differentiable;
+
+static PyObject *s_grad_enabled, *s_anomaly, *s_seq, *s_nodes, *s_stats, *s_tracing, *s_shapes,
+    *s_shape, *s_dtype, *s_cells, *s_nodes_stat, *s_collectors;
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+#define TRUTHY(o) ((o) == Py_True || ((o) != Py_False && (o) != Py_None && PyObject_IsTrue(o) == 1))
+
+static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
+    PyObject *descr = PyObject_GetAttrString(cls, name);
+    if (descr == NULL) return -1;
+    if (Py_TYPE(descr) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "_autobatch: %s is not a slot", name);
+        Py_DECREF(descr);
+        return -1;
+    }
+    *out = ((PyMemberDescrObject *)descr)->d_member->offset;
+    Py_DECREF(descr);
+    return 0;
+}
+
+/* steals value */
+static inline void put_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
+    PyObject **p = (PyObject **)((char *)obj + off);
+    PyObject *old = *p;
+    *p = value;
+    Py_XDECREF(old);
+}
+
+static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
+    Py_INCREF(value);
+    put_slot(obj, off, value);
+}
+
+static int type_arg(PyObject *o, PyTypeObject **out, const char *what) {
+    if (!PyType_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "_autobatch.setup: %s must be a class", what);
+        return -1;
+    }
+    Py_XSETREF(*out, (PyTypeObject *)Py_NewRef(o));
+    return 0;
+}
+
+static PyObject *setup(PyObject *self, PyObject *args) {
+    PyObject *lazy, *tensor, *pnode, *tmpl, *ab, *prim, *state, *procpy, *stack, *cat, *empty, *pmark,
+        *vmark;
+    Py_ssize_t cmin;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOn", &lazy, &tensor, &pnode, &tmpl, &ab, &prim, &state,
+                          &procpy, &stack, &cat, &empty, &pmark, &vmark, &cmin))
+        return NULL;
+    if (type_arg(lazy, &LazyT, "Lazy") < 0 || type_arg(tensor, &TensorT, "Tensor") < 0 ||
+        type_arg(pnode, &PNodeT, "PNode") < 0 || type_arg(tmpl, &TemplateT, "Template") < 0 ||
+        type_arg(ab, &AutobatcherT, "Autobatcher") < 0 || type_arg(prim, &PrimitiveT, "Primitive") < 0)
+        return NULL;
+    const char *ln[] = {"shape", "dtype", "ndim", "size", "node", "k"};
+    Py_ssize_t *lo[] = {&l_shape, &l_dtype, &l_ndim, &l_size, &l_node, &l_k};
+    for (int i = 0; i < 6; i++)
+        if (slot_offset(lazy, ln[i], lo[i]) < 0) return NULL;
+    const char *tn[] = {"_data", "_rg", "_fn", "_nr", "_grad", "_vc", "_base", "_hooks"};
+    Py_ssize_t *to[] = {&t_data, &t_rg, &t_fn, &t_nr, &t_grad, &t_vc, &t_base, &t_hooks};
+    for (int i = 0; i < 8; i++)
+        if (slot_offset(tensor, tn[i], to[i]) < 0) return NULL;
+    const char *nn[] = {"prim", "params", "args", "sig", "depth", "specs", "refs", "result", "row",
+                        "seq", "nuse", "user", "interp", "grad_enabled", "versions", "mark"};
+    Py_ssize_t *no[] = {&n_prim, &n_params, &n_args, &n_sig, &n_depth, &n_specs, &n_refs, &n_result,
+                        &n_row, &n_seq, &n_nuse, &n_user, &n_interp, &n_grad_enabled, &n_versions,
+                        &n_mark};
+    for (int i = 0; i < 16; i++)
+        if (slot_offset(pnode, nn[i], no[i]) < 0) return NULL;
+    const char *mn[] = {"sid", "specs", "protos", "multi", "weak"};
+    Py_ssize_t *mo[] = {&tm_sid, &tm_specs, &tm_protos, &tm_multi, &tm_weak};
+    for (int i = 0; i < 5; i++)
+        if (slot_offset(tmpl, mn[i], mo[i]) < 0) return NULL;
+    if (slot_offset(prim, "batchable", &p_batchable) < 0 ||
+        slot_offset(prim, "differentiable", &p_differentiable) < 0)
+        return NULL;
+    Py_XSETREF(State, Py_NewRef(state));
+    Py_XSETREF(ProcessPy, Py_NewRef(procpy));
+    Py_XSETREF(StackP, Py_NewRef(stack));
+    Py_XSETREF(CatP, Py_NewRef(cat));
+    Py_XSETREF(EmptyParams, Py_NewRef(empty));
+    Py_XSETREF(ParamMark, Py_NewRef(pmark));
+    Py_XSETREF(ValueMark, Py_NewRef(vmark));
+    CollectorMin = cmin;
+    Py_RETURN_NONE;
+}
+
+#define READY (LazyT != NULL)
+
+/* a slotted instance with every named slot NULL (as object.__new__ leaves it) */
+static inline PyObject *alloc(PyTypeObject *type) { return type->tp_alloc(type, 0); }
+
+/* Output k of pending node: a Tensor over a Lazy stand-in (interpreter._pending_output). */
+static PyObject *pending_output(PyObject *node, PyObject *k, PyObject *shape, PyObject *dtype,
+                                PyObject *ndim, PyObject *size, PyObject *rg) {
+    PyObject *lz = alloc(LazyT);
+    if (lz == NULL) return NULL;
+    set_slot(lz, l_shape, shape);
+    set_slot(lz, l_dtype, dtype);
+    set_slot(lz, l_ndim, ndim);
+    set_slot(lz, l_size, size);
+    set_slot(lz, l_node, node);
+    set_slot(lz, l_k, k);
+    PyObject *t = alloc(TensorT);
+    if (t == NULL) {
+        Py_DECREF(lz);
+        return NULL;
+    }
+    put_slot(t, t_data, lz);
+    int r = TRUTHY(rg);
+    set_slot(t, t_rg, rg);
+    set_slot(t, t_fn, r ? node : Py_None);
+    set_slot(t, t_nr, k);
+    set_slot(t, t_grad, Py_None);
+    set_slot(t, t_vc, Py_None);
+    set_slot(t, t_base, Py_None);
+    set_slot(t, t_hooks, Py_None);
+    return t;
+}
+
+/* obj.name += 1 (the stats counters) */
+static int incr_attr(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    PyObject *w = PyNumber_Add(v, ONE);
+    Py_DECREF(v);
+    if (w == NULL) return -1;
+    int r = PyObject_SetAttr(obj, name, w);
+    Py_DECREF(w);
+    return r;
+}
+
+/* node.nuse += 1; node.user = seq (a recorded consumer, as in Python's process/call_cell) */
+static int use(PyObject *m, PyObject *seq) {
+    PyObject *nu = SLOT(m, n_nuse);
+    if (nu == NULL || !PyLong_CheckExact(nu)) {
+        PyErr_SetString(PyExc_TypeError, "_autobatch: a pending node without a consumer count");
+        return -1;
+    }
+    Py_ssize_t c = PyLong_AsSsize_t(nu);
+    if (c == -1 && PyErr_Occurred()) return -1;
+    PyObject *w = PyLong_FromSsize_t(c + 1);
+    if (w == NULL) return -1;
+    put_slot(m, n_nuse, w);
+    set_slot(m, n_user, seq);
+    return 0;
+}
+
+/* The fields every new PNode gets (Autobatcher._record / call_cell). */
+static PyObject *new_node(PyObject *interp, PyObject *prim, PyObject *params, PyObject *args,
+                          PyObject *sig, long depth, PyObject *seq, PyObject *grad, PyObject *versions,
+                          PyObject *specs) {
+    PyObject *node = alloc(PNodeT);
+    if (node == NULL) return NULL;
+    PyObject *d = PyLong_FromLong(depth);
+    if (d == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    set_slot(node, n_prim, prim);
+    set_slot(node, n_params, params);
+    set_slot(node, n_args, args);
+    set_slot(node, n_sig, sig);
+    put_slot(node, n_depth, d);
+    set_slot(node, n_result, Py_None);
+    set_slot(node, n_row, Py_None);
+    set_slot(node, n_seq, seq);
+    set_slot(node, n_interp, interp);
+    set_slot(node, n_grad_enabled, grad);
+    set_slot(node, n_mark, ZERO);
+    set_slot(node, n_nuse, ZERO);
+    set_slot(node, n_user, MINUS1);
+    set_slot(node, n_versions, versions);
+    set_slot(node, n_specs, specs);
+    return node;
+}
+
+/* interp.seq, and interp.seq = seq + 1; the node appended to interp.nodes */
+static PyObject *take_seq(PyObject *interp) {
+    PyObject *seq = PyObject_GetAttr(interp, s_seq);
+    if (seq == NULL) return NULL;
+    PyObject *next = PyNumber_Add(seq, ONE);
+    if (next == NULL || PyObject_SetAttr(interp, s_seq, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_DECREF(next);
+    return seq;
+}
+
+static int append_node(PyObject *interp, PyObject *node) {
+    PyObject *nodes = PyObject_GetAttr(interp, s_nodes);
+    if (nodes == NULL) return -1;
+    int r = PyList_Check(nodes) ? PyList_Append(nodes, node) : -1;
+    if (r < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_autobatch: interp.nodes is not a list");
+    Py_DECREF(nodes);
+    return r;
+}
+
+/* 1 when anomaly mode is on (the Python path captures the creation stack), -1 on error */
+static int anomaly_on(void) {
+    PyObject *a = PyObject_GetAttr(State, s_anomaly);
+    if (a == NULL) return -1;
+    int r = PyObject_IsTrue(a);
+    Py_DECREF(a);
+    return r;
+}
+
+static PyObject *slow_process(PyObject *interp, PyObject *prim, PyObject *args, PyObject *params) {
+    return PyObject_CallFunctionObjArgs(ProcessPy, interp, prim, args, params, NULL);
+}
+
+#define SPEC_ADD(o)                                   \
+    do {                                              \
+        if (PyList_Append(spec, (o)) < 0) goto error; \
+    } while (0)
+#define SPEC_ADD_NEW(o)                          \
+    do {                                         \
+        PyObject *_v = (o);                      \
+        if (_v == NULL) goto error;              \
+        int _r = PyList_Append(spec, _v);        \
+        Py_DECREF(_v);                           \
+        if (_r < 0) goto error;                  \
+    } while (0)
+
+/* Autobatcher.process: see the file comment.  Called as a method (self = the interpreter). */
+static PyObject *process(PyObject *interp, PyObject *const *fargs, Py_ssize_t nfargs) {
+    if (nfargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "process(prim, args, params)");
+        return NULL;
+    }
+    PyObject *prim = fargs[0], *args = fargs[1], *params = fargs[2];
+    PyObject *spec = NULL, *sig = NULL, *pkey = NULL, *grad = NULL, *stored = NULL, *versions = NULL,
+             *seq = NULL, *node = NULL, *out = NULL, *refs = NULL, *tmp = NULL;
+    if (!READY || Py_TYPE(prim) != PrimitiveT || !PyTuple_CheckExact(args) ||
+        SLOT(prim, p_batchable) != Py_True)
+        return slow_process(interp, prim, args, params);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    /* a collector (stack/cat of many inputs, the per-node losses) is listed for _collected */
+    int collector = (prim == StackP || prim == CatP) && n >= CollectorMin;
+    int an = anomaly_on();
+    if (an < 0) return NULL;
+    if (an) return slow_process(interp, prim, args, params);
+    tmp = PyObject_GetAttr(interp, s_tracing);
+    if (tmp == NULL) return NULL;
+    int tracing = PyObject_IsTrue(tmp);
+    Py_CLEAR(tmp);
+    if (tracing) return slow_process(interp, prim, args, params);
+    /* the params key (_pkey): () without params, else the items, hashable */
+    if (params == NULL || params == Py_None || (PyDict_Check(params) && PyDict_GET_SIZE(params) == 0)) {
+        pkey = PyTuple_New(0);
+    } else if (PyDict_CheckExact(params)) {
+        PyObject *items = PyDict_Items(params);
+        if (items == NULL) return NULL;
+        pkey = PyList_AsTuple(items);
+        Py_DECREF(items);
+        if (pkey != NULL && PyObject_Hash(pkey) == -1) {
+            PyErr_Clear();   /* unhashable (a slice before 3.12): the Python path keys by repr */
+            Py_DECREF(pkey);
+            return slow_process(interp, prim, args, params);
+        }
+    } else {
+        return slow_process(interp, prim, args, params);
+    }
+    if (pkey == NULL) return NULL;
+    grad = PyObject_GetAttr(State, s_grad_enabled);
+    if (grad == NULL) goto error;
+    spec = PyList_New(0);
+    if (spec == NULL) goto error;
+    SPEC_ADD(prim);
+    SPEC_ADD(pkey);
+    SPEC_ADD(grad);
+    long depth = 0;
+    int lazy = 0, cnst = 0, rg = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if (PyObject_TypeCheck(a, TensorT)) {
+            PyObject *d = SLOT(a, t_data), *arg = SLOT(a, t_rg);
+            if (d == NULL || arg == NULL) goto slow;
+            int r = TRUTHY(arg);
+            if (Py_TYPE(d) == LazyT) {
+                lazy = 1;
+                SPEC_ADD(SLOT(d, l_shape));
+                SPEC_ADD(SLOT(d, l_dtype));
+                PyObject *m = SLOT(d, l_node);
+                PyObject *res = SLOT(m, n_result);
+                long nd = -1;
+                if (res == Py_None) {
+                    nd = PyLong_AsLong(SLOT(m, n_depth));
+                    if (nd == -1 && PyErr_Occurred()) goto error;
+                }
+                if (nd >= depth) depth = nd + 1;
+            } else if (r && SLOT(a, t_fn) == Py_None) {
+                SPEC_ADD_NEW(PyLong_FromVoidPtr(a));
+                SPEC_ADD_NEW(PyObject_GetAttr(d, s_shape));
+                SPEC_ADD_NEW(PyObject_GetAttr(d, s_dtype));
+            } else {
+                cnst = 1;
+                SPEC_ADD_NEW(PyObject_GetAttr(d, s_shape));
+                SPEC_ADD_NEW(PyObject_GetAttr(d, s_dtype));
+            }
+            if (r) rg = 1;
+        } else {
+            SPEC_ADD((PyObject *)Py_TYPE(a));
+            SPEC_ADD(a);
+        }
+    }
+    if (!(lazy || cnst)) goto slow;        /* run_now */
+    sig = PyList_AsTuple(spec);
+    if (sig == NULL) goto error;
+    PyObject *shapes = PyObject_GetAttr(interp, s_shapes);
+    if (shapes == NULL) goto error;
+    if (!PyDict_CheckExact(shapes)) {
+        Py_DECREF(shapes);
+        goto slow;
+    }
+    PyObject *info = PyDict_GetItemWithError(shapes, sig);
+    if (info == NULL) {
+        if (PyErr_Occurred()) {   /* unhashable: the Python path raises eager's error */
+            PyErr_Clear();
+            Py_DECREF(shapes);
+            goto slow;
+        }
+        /* a new signature: its output facts, as the Python path computes and caches them
+           (a collector's signature is new in every block: its length differs) */
+        info = PyObject_CallMethod(interp, "_infer", "OOO", prim, args, params);
+        if (info == NULL || PyDict_SetItem(shapes, sig, info) < 0) {
+            Py_XDECREF(info);
+            Py_DECREF(shapes);
+            goto error;
+        }
+        Py_DECREF(info);   /* the dict keeps it */
+    }
+    Py_DECREF(shapes);   /* the interpreter keeps the dict (and info) alive */
+    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 4) goto slow;   /* "eager" */
+    PyObject *specs = PyTuple_GET_ITEM(info, 0), *multi = PyTuple_GET_ITEM(info, 1),
+             *floats = PyTuple_GET_ITEM(info, 2), *sid = PyTuple_GET_ITEM(info, 3);
+    Py_INCREF(info);
+    int rgs = rg && TRUTHY(grad) && TRUTHY(SLOT(prim, p_differentiable));
+    /* from here on the call is recorded: the consumers' counts, the node, its outputs */
+    seq = take_seq(interp);
+    if (seq == NULL) goto error_info;
+    if (lazy) {
+        stored = PySequence_List(args);
+        if (stored == NULL) goto error_info;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(args, i);
+            if (!PyObject_TypeCheck(a, TensorT)) continue;
+            PyObject *d = SLOT(a, t_data);
+            if (Py_TYPE(d) != LazyT) continue;
+            if (use(SLOT(d, l_node), seq) < 0) goto error_info;
+            Py_INCREF(d);
+            PyList_SetItem(stored, i, d);
+        }
+    }
+    if (cnst) {
+        versions = PyList_New(n);
+        if (versions == NULL) goto error_info;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(args, i), *v = NULL;
+            PyObject *vc = PyObject_TypeCheck(a, TensorT) ? SLOT(a, t_vc) : NULL;
+            if (vc != NULL && vc != Py_None) {
+                v = PySequence_GetItem(vc, 0);
+                if (v == NULL) goto error_info;
+            } else {
+                v = Py_NewRef(ZERO);
+            }
+            PyList_SET_ITEM(versions, i, v);
+        }
+    }
+    PyObject *st = PyObject_GetAttr(interp, s_stats);
+    if (st == NULL) goto error_info;
+    if (st != Py_None && incr_attr(st, s_nodes_stat) < 0) {
+        Py_DECREF(st);
+        goto error_info;
+    }
+    Py_DECREF(st);
+    node = new_node(interp, prim, params, lazy ? stored : args, sid, depth, seq, grad,
+                    versions ? versions : Py_None, specs);
+    if (node == NULL || append_node(interp, node) < 0) goto error_info;
+    if (!TRUTHY(multi)) {
+        PyObject *sp = PyTuple_GET_ITEM(specs, 0), *shape = PyTuple_GET_ITEM(sp, 0);
+        PyObject *ndim = PyLong_FromSsize_t(PyTuple_GET_SIZE(shape));
+        if (ndim == NULL) goto error_info;
+        out = pending_output(node, ZERO, shape, PyTuple_GET_ITEM(sp, 1), ndim,
+                             PyTuple_GET_ITEM(sp, 2), rgs ? PyTuple_GET_ITEM(floats, 0) : Py_False);
+        Py_DECREF(ndim);
+        if (out == NULL) goto error_info;
+        PyObject *w = PyWeakref_NewRef(out, NULL);
+        if (w == NULL) goto error_info;
+        refs = PyTuple_Pack(1, w);
+        Py_DECREF(w);
+        if (refs == NULL) goto error_info;
+    } else {
+        Py_ssize_t no = PyTuple_GET_SIZE(specs);
+        refs = PyList_New(no);
+        out = PyTuple_New(no);
+        if (refs == NULL || out == NULL) goto error_info;
+        for (Py_ssize_t k = 0; k < no; k++) {
+            PyObject *sp = PyTuple_GET_ITEM(specs, k), *shape = PyTuple_GET_ITEM(sp, 0);
+            PyObject *kk = PyLong_FromSsize_t(k), *ndim = PyLong_FromSsize_t(PyTuple_GET_SIZE(shape));
+            PyObject *t = NULL;
+            if (kk != NULL && ndim != NULL)
+                t = pending_output(node, kk, shape, PyTuple_GET_ITEM(sp, 1), ndim, PyTuple_GET_ITEM(sp, 2),
+                                   rgs ? PyTuple_GET_ITEM(floats, k) : Py_False);
+            Py_XDECREF(kk);
+            Py_XDECREF(ndim);
+            if (t == NULL) goto error_info;
+            PyTuple_SET_ITEM(out, k, t);
+            PyObject *w = PyWeakref_NewRef(t, NULL);
+            if (w == NULL) goto error_info;
+            PyList_SET_ITEM(refs, k, w);
+        }
+    }
+    put_slot(node, n_refs, refs);
+    refs = NULL;
+    if (collector) {
+        PyObject *cs = PyObject_GetAttr(interp, s_collectors);
+        if (cs != NULL && !PyList_Check(cs)) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch: interp.collectors is not a list");
+            Py_CLEAR(cs);
+        }
+        int r = cs == NULL ? -1 : PyList_Append(cs, node);
+        Py_XDECREF(cs);
+        if (r < 0) goto error_info;
+    }
+    Py_DECREF(info);
+    Py_DECREF(node);
+    Py_XDECREF(stored);
+    Py_XDECREF(versions);
+    Py_DECREF(seq);
+    Py_DECREF(sig);
+    Py_DECREF(spec);
+    Py_DECREF(grad);
+    Py_DECREF(pkey);
+    return out;
+error_info:
+    Py_DECREF(info);
+error:
+    Py_XDECREF(spec);
+    Py_XDECREF(sig);
+    Py_XDECREF(pkey);
+    Py_XDECREF(grad);
+    Py_XDECREF(stored);
+    Py_XDECREF(versions);
+    Py_XDECREF(seq);
+    Py_XDECREF(node);
+    Py_XDECREF(out);
+    Py_XDECREF(refs);
+    return NULL;
+slow:
+    Py_XDECREF(spec);
+    Py_XDECREF(sig);
+    Py_XDECREF(pkey);
+    Py_XDECREF(grad);
+    return slow_process(interp, prim, args, params);
+}
+
+#define KEY_ADD(o)                                   \
+    do {                                             \
+        if (PyList_Append(key, (o)) < 0) goto error; \
+    } while (0)
+#define KEY_ADD_NEW(o)                       \
+    do {                                     \
+        PyObject *_v = (o);                  \
+        if (_v == NULL) goto error;          \
+        int _r = PyList_Append(key, _v);     \
+        Py_DECREF(_v);                       \
+        if (_r < 0) goto error;              \
+    } while (0)
+
+/* A cell call (Autobatcher.call_cell's recording, for a cached template): the outputs, or
+   None (nothing changed) when the Python call_cell must run. */
+static PyObject *record_cell(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
+    if (nfargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record_cell(interp, cache, args)");
+        return NULL;
+    }
+    PyObject *interp = fargs[0], *cache = fargs[1], *args = fargs[2];
+    if (!READY || Py_TYPE(interp) != AutobatcherT || !PyDict_CheckExact(cache) || !PyTuple_CheckExact(args))
+        Py_RETURN_NONE;
+    PyObject *key = NULL, *ktuple = NULL, *grad = NULL, *stored = NULL, *seq = NULL, *node = NULL,
+             *refs = NULL, *outs = NULL;
+    int an = anomaly_on();
+    if (an < 0) return NULL;
+    if (an) Py_RETURN_NONE;
+    grad = PyObject_GetAttr(State, s_grad_enabled);
+    if (grad == NULL) return NULL;
+    key = PyList_New(0);
+    if (key == NULL) goto error;
+    KEY_ADD(grad);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    long depth = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if (PyObject_TypeCheck(a, TensorT)) {
+            PyObject *d = SLOT(a, t_data), *arg = SLOT(a, t_rg);
+            if (d == NULL || arg == NULL) goto none;
+            if (Py_TYPE(d) == LazyT) {
+                KEY_ADD(SLOT(d, l_shape));
+                KEY_ADD(SLOT(d, l_dtype));
+                KEY_ADD(arg);
+                PyObject *m = SLOT(d, l_node);
+                if (SLOT(m, n_result) == Py_None) {
+                    long md = PyLong_AsLong(SLOT(m, n_depth));
+                    if (md == -1 && PyErr_Occurred()) goto error;
+                    if (md >= depth) depth = md + 1;
+                }
+            } else if (TRUTHY(arg) && SLOT(a, t_fn) == Py_None) {
+                KEY_ADD_NEW(PyLong_FromVoidPtr(a));
+                KEY_ADD_NEW(PyObject_GetAttr(d, s_shape));
+                KEY_ADD_NEW(PyObject_GetAttr(d, s_dtype));
+                KEY_ADD(ParamMark);
+            } else {
+                KEY_ADD_NEW(PyObject_GetAttr(d, s_shape));
+                KEY_ADD_NEW(PyObject_GetAttr(d, s_dtype));
+                KEY_ADD(arg);
+            }
+        } else {
+            KEY_ADD((PyObject *)Py_TYPE(a));
+            KEY_ADD(a);
+            KEY_ADD(ValueMark);
+        }
+    }
+    ktuple = PyList_AsTuple(key);
+    if (ktuple == NULL) goto error;
+    PyObject *tmpl = PyDict_GetItemWithError(cache, ktuple);   /* borrowed; the cache keeps it */
+    if (tmpl == NULL) {
+        PyErr_Clear();
+        goto none;
+    }
+    if (Py_TYPE(tmpl) != TemplateT) goto none;     /* False: runs inline (the Python path) */
+    PyObject *weak = SLOT(tmpl, tm_weak);
+    if (weak == NULL || !PyTuple_CheckExact(weak) || PyTuple_GET_SIZE(weak) != 0) goto none;
+    Py_INCREF(tmpl);
+    seq = take_seq(interp);
+    if (seq == NULL) goto error_t;
+    stored = PySequence_List(args);
+    if (stored == NULL) goto error_t;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if (!PyObject_TypeCheck(a, TensorT)) continue;
+        PyObject *d = SLOT(a, t_data);
+        if (Py_TYPE(d) != LazyT) continue;
+        if (use(SLOT(d, l_node), seq) < 0) goto error_t;
+        Py_INCREF(d);
+        PyList_SetItem(stored, i, d);
+    }
+    PyObject *st = PyObject_GetAttr(interp, s_stats);
+    if (st == NULL) goto error_t;
+    if (st != Py_None && (incr_attr(st, s_cells) < 0 || incr_attr(st, s_nodes_stat) < 0)) {
+        Py_DECREF(st);
+        goto error_t;
+    }
+    Py_DECREF(st);
+    node = new_node(interp, tmpl, EmptyParams, stored, SLOT(tmpl, tm_sid), depth, seq, grad, Py_None,
+                    SLOT(tmpl, tm_specs));
+    if (node == NULL || append_node(interp, node) < 0) goto error_t;
+    PyObject *protos = SLOT(tmpl, tm_protos);
+    Py_ssize_t no = PyTuple_GET_SIZE(protos);
+    refs = PyList_New(no);
+    outs = PyTuple_New(no);
+    if (refs == NULL || outs == NULL) goto error_t;
+    for (Py_ssize_t j = 0; j < no; j++) {
+        PyObject *p = PyTuple_GET_ITEM(protos, j);   /* shape, dtype, ndim, size, rg, k */
+        PyObject *t = pending_output(node, PyTuple_GET_ITEM(p, 5), PyTuple_GET_ITEM(p, 0),
+                                     PyTuple_GET_ITEM(p, 1), PyTuple_GET_ITEM(p, 2),
+                                     PyTuple_GET_ITEM(p, 3), PyTuple_GET_ITEM(p, 4));
+        if (t == NULL) goto error_t;
+        PyTuple_SET_ITEM(outs, j, t);
+        PyObject *w = PyWeakref_NewRef(t, NULL);
+        if (w == NULL) goto error_t;
+        PyList_SET_ITEM(refs, j, w);
+    }
+    put_slot(node, n_refs, refs);
+    refs = NULL;
+    PyObject *result;
+    if (TRUTHY(SLOT(tmpl, tm_multi))) {
+        result = outs;
+        outs = NULL;
+    } else {
+        result = Py_NewRef(PyTuple_GET_ITEM(outs, 0));
+    }
+    Py_DECREF(tmpl);
+    Py_XDECREF(outs);
+    Py_DECREF(node);
+    Py_DECREF(stored);
+    Py_DECREF(seq);
+    Py_DECREF(ktuple);
+    Py_DECREF(key);
+    Py_DECREF(grad);
+    return result;
+error_t:
+    Py_DECREF(tmpl);
+error:
+    Py_XDECREF(key);
+    Py_XDECREF(ktuple);
+    Py_XDECREF(grad);
+    Py_XDECREF(stored);
+    Py_XDECREF(seq);
+    Py_XDECREF(node);
+    Py_XDECREF(refs);
+    Py_XDECREF(outs);
+    return NULL;
+none:
+    Py_XDECREF(key);
+    Py_XDECREF(ktuple);
+    Py_XDECREF(grad);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
+                                  "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
+
+/* process_method(): Autobatcher.process as a method descriptor of the Autobatcher class */
+static PyObject *process_method(PyObject *self, PyObject *noargs) {
+    if (!READY) {
+        PyErr_SetString(PyExc_RuntimeError, "_autobatch: setup() first");
+        return NULL;
+    }
+    return PyDescr_NewMethod(AutobatcherT, &process_def);
+}
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS, "Record the classes and objects the fast paths use."},
+    {"process_method", process_method, METH_NOARGS,
+     "Autobatcher.process in C, as a method descriptor of the Autobatcher class."},
+    {"record_cell", (PyCFunction)(void (*)(void))record_cell, METH_FASTCALL,
+     "record_cell(interp, cache, args): a cell call's pending outputs, or None (Python path)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_autobatch",
+                                    "dg.autobatch's recording hot paths in C (optional).", -1, methods};
+
+PyMODINIT_FUNC PyInit__autobatch(void) {
+    s_grad_enabled = PyUnicode_InternFromString("grad_enabled");
+    s_anomaly = PyUnicode_InternFromString("anomaly");
+    s_seq = PyUnicode_InternFromString("seq");
+    s_nodes = PyUnicode_InternFromString("nodes");
+    s_stats = PyUnicode_InternFromString("stats");
+    s_tracing = PyUnicode_InternFromString("tracing");
+    s_shapes = PyUnicode_InternFromString("shapes");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_cells = PyUnicode_InternFromString("cells");
+    s_nodes_stat = PyUnicode_InternFromString("nodes");
+    s_collectors = PyUnicode_InternFromString("collectors");
+    ZERO = PyLong_FromLong(0);
+    ONE = PyLong_FromLong(1);
+    MINUS1 = PyLong_FromLong(-1);
+    if (!ZERO || !ONE || !MINUS1) return NULL;
+    if (!s_grad_enabled || !s_anomaly || !s_seq || !s_nodes || !s_stats || !s_tracing || !s_shapes ||
+        !s_shape || !s_dtype || !s_cells || !s_nodes_stat || !s_collectors)
+        return NULL;
+    return PyModule_Create(&module);
+}
