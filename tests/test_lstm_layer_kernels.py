@@ -1,0 +1,116 @@
+"""The LSTM layer at batch sizes that take the sequence kernel's 8-row block path
+(dyngraph/_kernels.c: AVX2 transposes of the float32 product, gates computed in the output
+rows) against the per-step kernel, the NumPy reference path, PyTorch 2.13 and finite
+differences.
+
+tests/test_rnn_kernels.py runs the layers at batch <= 4, where every block is a partial
+one; here the batch is 8, 11 or 16 (full blocks, and full blocks plus a remainder) and
+4H is a multiple of 8 (the transposed fast path) or not (the general path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import dyngraph as dg
+from dyngraph.ops import rnn
+from tests.test_nn_conv import compare_modules
+
+K = pytest.importorskip("dyngraph._kernels")
+
+pytestmark = pytest.mark.skipif(rnn._K is None, reason="DYNGRAPH_PURE_PYTHON: kernels off")
+
+# layer-level agreement of the kernel and NumPy paths (a few ulp per step, over <= 6 steps)
+TOL = {np.float32: dict(rtol=5e-6, atol=5e-6), np.float64: dict(rtol=1e-13, atol=1e-14)}
+
+
+def _rand(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def _layer_inputs(rng, n, b, h, dtype):
+    xw = _rand(rng, (n * b, 4 * h), dtype, 2.0)
+    return xw, _rand(rng, (b, h), dtype), _rand(rng, (b, h), dtype), _rand(rng, (4 * h, h), dtype, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("b,h", [(8, 6), (11, 8), (16, 5), (16, 2)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("transposed", [True, False])
+def test_sequence_equals_a_loop_of_step_kernels(dtype, b, h, reverse, transposed):
+    """lstm_sequence (block path where it applies) gives the per-step kernel's bits."""
+    rng = np.random.default_rng(b * 100 + h)
+    n = 5
+    xw, h0, c0, w = _layer_inputs(rng, n, b, h, dtype)
+    acts, hs, cs = (np.empty((n * b, 4 * h), dtype), np.empty((n * b, h), dtype),
+                    np.empty((n * b, h), dtype))
+    hbuf = h0.copy()
+    if transposed:   # the float32 layout: (4H, B) product, read through its transpose
+        prod = np.empty((4 * h, b), dtype)
+        K.lstm_sequence((np.matmul, w, hbuf.T, prod), prod.T, xw, c0, acts, hs, cs, hbuf, reverse)
+    else:
+        prod = np.empty((b, 4 * h), dtype)
+        K.lstm_sequence((np.matmul, hbuf, w.T, prod), prod, xw, c0, acts, hs, cs, hbuf, reverse)
+    want = [np.empty_like(acts), np.empty_like(hs), np.empty_like(cs)]
+    hp, cp = h0, c0
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        rows = slice(t * b, t * b + b)
+        hw = (w @ hp.T).T if transposed else hp @ w.T
+        K.lstm_forward(hw, xw[rows], cp, want[0][rows], want[2][rows], want[1][rows])
+        hp, cp = want[1][rows], want[2][rows]
+    for got, wnt in zip((acts, hs, cs), want, strict=True):
+        np.testing.assert_array_equal(got, wnt)
+    np.testing.assert_array_equal(hbuf, hp)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("b,h", [(8, 6), (11, 8), (16, 5)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_layer_kernels_match_numpy_path(dtype, b, h, reverse):
+    """Forward outputs and every input gradient: kernel path vs the NumPy reference."""
+    rng = np.random.default_rng(7 + b + h)
+    n = 6
+    xw, h0, c0, w = _layer_inputs(rng, n, b, h, dtype)
+    sizes = (b,) * n
+    got = rnn._lstm_forward_k(xw, h0, c0, w, None, sizes, reverse)
+    want = rnn._lstm_forward(xw, h0, c0, w, None, sizes, reverse)
+    for g, wt in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, wt, **TOL[dtype])
+    grads = [_rand(rng, (n * b, h), dtype), _rand(rng, (b, h), dtype), _rand(rng, (b, h), dtype)]
+    gk = rnn._lstm_backward_k(grads, got, xw, h0, c0, w, None, sizes, reverse)
+    gn = rnn._lstm_backward(grads, want, xw, h0, c0, w, None, sizes, reverse)
+    for k, (g, wt) in enumerate(zip(gk, gn, strict=True)):
+        if wt is None:
+            assert g is None
+            continue
+        np.testing.assert_allclose(g, wt, rtol=TOL[dtype]["rtol"] * 10, atol=TOL[dtype]["atol"] * 10,
+                                   err_msg=f"gradient {k}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [8, 11, 16])
+def test_lstm_module_matches_torch_at_block_batches(dtype, batch):
+    """nn.LSTM (input 5, hidden 8: 4H = 32) vs PyTorch: outputs, states, all gradients."""
+    rng = np.random.default_rng(batch)
+    tmod, dmod = torch.nn.LSTM(5, 8, bidirectional=True), dg.nn.LSTM(5, 8, bidirectional=True)
+    x = rng.standard_normal((6, batch, 5))
+    h0, c0 = rng.standard_normal((2, batch, 8)), rng.standard_normal((2, batch, 8))
+    compare_modules(tmod, dmod, [x, h0, c0], dtype, call=lambda m, x, h, c: m(x, (h, c)))
+
+
+def test_lstm_layer_block_path_gradcheck():
+    """Finite differences (float64) through the kernel path at batch 8, 4H = 8."""
+    rng = np.random.default_rng(3)
+    n, b, h = 3, 8, 2
+    xw = dg.tensor(rng.standard_normal((n * b, 4 * h))).requires_grad_()
+    h0 = dg.tensor(rng.standard_normal((b, h))).requires_grad_()
+    c0 = dg.tensor(rng.standard_normal((b, h))).requires_grad_()
+    w = dg.tensor(rng.standard_normal((4 * h, h)) * 0.5).requires_grad_()
+
+    def f(xw, h0, c0, w):
+        hs, hn, cn = rnn.lstm_layer(xw, h0, c0, w, (b,) * n)
+        return hs, hn, cn
+
+    assert dg.autograd.gradcheck(f, (xw, h0, c0, w), eps=1e-6, atol=1e-6)
