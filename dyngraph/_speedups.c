@@ -55,7 +55,7 @@ static int n_tensor_slots = 0, n_node_slots = 0, n_meta_slots = 0;
 
 /* slot offsets of the slots this file reads or writes by name */
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
-static Py_ssize_t n_prim, n_params, n_edges, n_saved, n_saved_data, n_saved_versions, n_out,
+static Py_ssize_t n_prim, n_params, n_ne, n_f0, n_n0, n_f1, n_n1, n_fx, n_saved, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
     p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
@@ -189,6 +189,56 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
     Py_XDECREF(old);
 }
 
+/* The edges of a node live flat in its slots (graph.py, Node.__slots__; graph._set_edges is
+   the Python side): _ne inputs, the first two as _f0/_n0 and _f1/_n1 (vertex, output number),
+   the others in the tuple _fx = (f2, n2, f3, n3, ...); a vertex of None means no edge.  A node
+   owns no list or tuple per edge -- one tracked object per node where there were 1 + k. */
+typedef struct {
+    Py_ssize_t n;
+    PyObject *f0, *n0, *f1, *n1, *fx; /* strong references while held */
+} Edges;
+
+/* the edges of `node` with references held (Python code run meanwhile -- rules, hashes --
+   cannot free them); 0, or -1 without an error set when the slots do not hold that layout
+   (the caller then takes the Python path or reports it) */
+static int edges_get(PyObject *node, Edges *e) {
+    PyObject *ne = SLOT(node, n_ne);
+    if (!PyLong_CheckExact(ne)) return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(ne);
+    if (n < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyObject *fx = SLOT(node, n_fx);
+    if (n > 2 ? !PyTuple_CheckExact(fx) || PyTuple_GET_SIZE(fx) != 2 * (n - 2) : fx != Py_None)
+        return -1;
+    e->n = n;
+    e->f0 = Py_NewRef(SLOT(node, n_f0));
+    e->n0 = Py_NewRef(SLOT(node, n_n0));
+    e->f1 = Py_NewRef(SLOT(node, n_f1));
+    e->n1 = Py_NewRef(SLOT(node, n_n1));
+    e->fx = Py_NewRef(fx);
+    return 0;
+}
+
+static void edges_release(Edges *e) {
+    Py_CLEAR(e->f0);
+    Py_CLEAR(e->n0);
+    Py_CLEAR(e->f1);
+    Py_CLEAR(e->n1);
+    Py_CLEAR(e->fx);
+    e->n = 0;
+}
+
+/* vertex (Py_None: no edge) and output number of edge i < e->n; borrowed from e */
+static inline PyObject *edge_fn(const Edges *e, Py_ssize_t i) {
+    return i == 0 ? e->f0 : i == 1 ? e->f1 : PyTuple_GET_ITEM(e->fx, 2 * (i - 2));
+}
+
+static inline PyObject *edge_nr(const Edges *e, Py_ssize_t i) {
+    return i == 0 ? e->n0 : i == 1 ? e->n1 : PyTuple_GET_ITEM(e->fx, 2 * (i - 2) + 1);
+}
+
 static int check_layout(void);
 
 static PyObject *setup(PyObject *self, PyObject *args) {
@@ -212,11 +262,11 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_ssize_t *to[] = {&t_data, &t_rg, &t_fn, &t_nr, &t_grad, &t_vc, &t_base, &t_hooks};
     for (int i = 0; i < 8; i++)
         if (slot_offset(tensor, tn[i], to[i]) < 0) return NULL;
-    const char *nn[] = {"prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
-                        "in_meta", "n_out"};
-    Py_ssize_t *no[] = {&n_prim, &n_params, &n_edges, &n_saved, &n_saved_data, &n_saved_versions,
-                        &n_out, &n_in_meta, &n_n_out};
-    for (int i = 0; i < 9; i++)
+    const char *nn[] = {"prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_fx", "saved",
+                        "saved_data", "saved_versions", "out", "in_meta", "n_out"};
+    Py_ssize_t *no[] = {&n_prim, &n_params, &n_ne, &n_f0, &n_n0, &n_f1, &n_n1, &n_fx, &n_saved,
+                        &n_saved_data, &n_saved_versions, &n_out, &n_in_meta, &n_n_out};
+    for (int i = 0; i < 14; i++)
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"_impl", "_quiet_impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
@@ -523,45 +573,62 @@ static int mark_view(PyObject *t, PyObject *base) {
 static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyObject **datas,
                            Py_ssize_t n) {
     PyObject *node = alloc_none(NodeType, node_slots, n_node_slots);
-    PyObject *edges = PyList_New(n);
-    if (node == NULL || edges == NULL) goto fail;
+    PyObject *fx = NULL, *ne = NULL;
+    if (node == NULL) goto fail;
+    /* the edges, flat in the node's slots (Edges above; graph._set_edges builds the same) */
+    char has_edge[BIND_MAX_ARGS];
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
-        PyObject *e;
-        if (PyObject_TypeCheck(a, TensorType) && TRUTHY(SLOT(a, t_rg))) {
-            PyObject *fn = SLOT(a, t_fn);
-            if (fn == Py_None)
-                e = PyTuple_Pack(2, a, ZERO);
-            else
-                e = PyTuple_Pack(2, fn, SLOT(a, t_nr));
-            if (e == NULL) goto fail;
-        } else {
-            e = Py_NewRef(Py_None);
-        }
-        PyList_SET_ITEM(edges, i, e);
+        has_edge[i] = PyObject_TypeCheck(a, TensorType) && TRUTHY(SLOT(a, t_rg));
     }
     PyObject *nondiff = SLOT(prim, p_nondiff);
     if (PyTuple_Check(nondiff)) {
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(nondiff); k++) {
             Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(nondiff, k));
-            if (idx >= 0 && idx < n) PyList_SetItem(edges, idx, Py_NewRef(Py_None));
+            if (idx == -1 && PyErr_Occurred()) goto fail;
+            if (idx >= 0 && idx < n) has_edge[idx] = 0;
         }
+    }
+    if (n > 2 && (fx = PyTuple_New(2 * (n - 2))) == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        PyObject *f = Py_None, *nr = Py_None;
+        if (has_edge[i]) {
+            f = SLOT(a, t_fn);
+            if (f == Py_None) {
+                f = a; /* a leaf: (leaf, 0) */
+                nr = ZERO;
+            } else {
+                nr = SLOT(a, t_nr);
+            }
+        }
+        if (i < 2) {
+            set_slot(node, i == 0 ? n_f0 : n_f1, f);
+            set_slot(node, i == 0 ? n_n0 : n_n1, nr);
+        } else {
+            PyTuple_SET_ITEM(fx, 2 * (i - 2), Py_NewRef(f));
+            PyTuple_SET_ITEM(fx, 2 * (i - 2) + 1, Py_NewRef(nr));
+        }
+    }
+    if ((ne = PyLong_FromSsize_t(n)) == NULL) goto fail;
+    set_slot(node, n_ne, ne);
+    Py_CLEAR(ne);
+    if (fx != NULL) {
+        set_slot(node, n_fx, fx);
+        Py_CLEAR(fx);
     }
     set_slot(node, n_prim, prim);
     set_slot(node, n_params, params);
     untrack_params(params);
-    set_slot(node, n_edges, edges);
-    Py_CLEAR(edges);
     set_slot(node, n_n_out, ONE);
     if (PyObject_IsTrue(SLOT(prim, p_save_inputs))) {
         /* save_for: keep only the inputs that the rules of the differentiable inputs read */
         char keep[BIND_MAX_ARGS];
         PyObject *save_for = SLOT(prim, p_save_for);
-        PyObject *edl = SLOT(node, n_edges);
         for (Py_ssize_t i = 0; i < n; i++) keep[i] = save_for == Py_None;
         if (save_for != Py_None) {
             for (Py_ssize_t i = 0; i < n && i < PyTuple_GET_SIZE(save_for); i++) {
-                if (PyList_GET_ITEM(edl, i) == Py_None) continue;
+                if (!has_edge[i]) continue;
                 PyObject *need_i = PyTuple_GET_ITEM(save_for, i);
                 for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(need_i); k++) {
                     Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(need_i, k));
@@ -622,7 +689,8 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
     return node;
 fail:
     Py_XDECREF(node);
-    Py_XDECREF(edges);
+    Py_XDECREF(fx);
+    Py_XDECREF(ne);
     return NULL;
 }
 
@@ -648,6 +716,9 @@ static PyObject *wrap_outputs(PyObject *node, PyObject *outs, int save_output) {
             Py_XDECREF(dt);
             Py_XDECREF(sh);
             if (pair == NULL) goto fail;
+            /* (shape, dtype): atomic, as the shape tuple is (see untrack_shape) */
+            untrack_shape(PyTuple_GET_ITEM(pair, 0));
+            untrack_tuple_if_atomic(pair);
             PyTuple_SET_ITEM(meta, i, pair);
         }
         PyObject *t = alloc_none(TensorType, tensor_slots, n_tensor_slots);
@@ -667,6 +738,7 @@ static PyObject *wrap_outputs(PyObject *node, PyObject *outs, int save_output) {
         if (nk == NULL) goto fail;
         set_slot(node, n_n_out, nk);
         Py_DECREF(nk);
+        untrack_tuple_if_atomic(meta);
         if (PyObject_SetAttr(node, s_out_meta, meta) < 0) goto fail;
         if (save_output) set_slot(node, n_out, outs);
     }
@@ -1005,6 +1077,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *gdt = NULL; /* dtype broadcasting rules' gradients are cast to (see below) */
     while (PyList_GET_SIZE(ready) > 0) {
+        Edges E = {0, NULL, NULL, NULL, NULL, NULL}; /* the fast node's, held while it runs */
         Py_ssize_t last = PyList_GET_SIZE(ready) - 1;
         PyObject *v = Py_NewRef(PyList_GET_ITEM(ready, last));
         if (PyList_SetSlice(ready, last, last + 1, NULL) < 0) {
@@ -1038,16 +1111,15 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             PyObject *sv = SLOT(v, n_saved);
             fast = (PyTuple_Check(rules) || argnum_rule != NULL) && sv != freed &&
                    (sv == Py_None || (PyTuple_Check(sv) && PyList_Check(SLOT(v, n_saved_versions)) &&
-                                      PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv))) &&
-                   (PyList_Check(SLOT(v, n_edges)) || PyTuple_Check(SLOT(v, n_edges)));
+                                      PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv)));
         }
+        /* edges in another layout (set directly, not through Node.edges): the general path */
+        if (fast && edges_get(v, &E) < 0) fast = 0;
         if (fast && argnum_rule == NULL) {
             /* a missing rule is reported by the general path (registry.missing_rule) */
-            PyObject *ed = SLOT(v, n_edges);
-            Py_ssize_t nr = PyTuple_GET_SIZE(rules), ne_ = PySequence_Fast_GET_SIZE(ed);
-            for (Py_ssize_t i = 0; i < ne_ && fast; i++)
-                if (PySequence_Fast_GET_ITEM(ed, i) != Py_None &&
-                    (i >= nr || PyTuple_GET_ITEM(rules, i) == Py_None))
+            Py_ssize_t nr = PyTuple_GET_SIZE(rules);
+            for (Py_ssize_t i = 0; i < E.n && fast; i++)
+                if (edge_fn(&E, i) != Py_None && (i >= nr || PyTuple_GET_ITEM(rules, i) == Py_None))
                     fast = 0;
         }
         if (fast) {
@@ -1057,6 +1129,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             Py_DECREF(sp);
         }
         if (!fast) {
+            edges_release(&E);
             PyObject *r = PyObject_TypeCheck(v, NodeType)
                               ? PyObject_CallFunctionObjArgs(general_cb, v, gg, NULL)
                               : PyObject_CallFunctionObjArgs(leaf_cb, v, gg, own ? Py_True : Py_False, NULL);
@@ -1071,8 +1144,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         PyObject *saved = SLOT(node, n_saved);
         PyObject *inputs;            /* borrowed sequence of rule inputs */
         PyObject *nones = NULL;
-        PyObject *edges = SLOT(node, n_edges);
-        Py_ssize_t ne = PySequence_Fast_GET_SIZE(edges);
+        Py_ssize_t ne = E.n;
         if (saved != Py_None) {
             PyObject *versions = SLOT(node, n_saved_versions);
             Py_ssize_t ns = PyTuple_GET_SIZE(saved);
@@ -1142,9 +1214,8 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             PyTuple_SET_ITEM(callargs, 2 + k, item);
         }
         for (Py_ssize_t i = 0; i < ne; i++) {
-            PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
-            if (e == Py_None) continue;
-            PyObject *child = PyTuple_GET_ITEM(e, 0);
+            PyObject *child = edge_fn(&E, i);
+            if (child == Py_None) continue;
             PyObject *gi;
             if (argnum_rule == NULL) {
                 PyObject *rule = PyTuple_GET_ITEM(rules, i); /* present: checked above */
@@ -1197,7 +1268,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                 }
                 if (PyObject_TypeCheck(child, NodeType) && SLOT(child, n_n_out) != ONE) {
                     PyObject *r = PyObject_CallFunctionObjArgs(add_cb, buffers, child,
-                                                               PyTuple_GET_ITEM(e, 1), gi, NULL);
+                                                               edge_nr(&E, i), gi, NULL);
                     Py_DECREF(gi);
                     if (r == NULL) {
                         Py_DECREF(callargs);
@@ -1268,6 +1339,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         Py_DECREF(callargs);
         Py_XDECREF(nones);
         Py_CLEAR(gdt);
+        edges_release(&E);
         if (!retain && (saved != Py_None || out != Py_None)) {
             set_slot(node, n_saved, freed);
             set_slot(node, n_saved_data, Py_None);
@@ -1282,6 +1354,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
     fail_g:
         Py_XDECREF(g);
     fail_v:
+        edges_release(&E);
         Py_DECREF(v);
         return NULL;
     }
@@ -1309,28 +1382,31 @@ static PyObject *discover(PyObject *self, PyObject *roots) {
             Py_DECREF(v);
             continue;
         }
-        PyObject *edges = PySequence_Fast(SLOT(v, n_edges), "edges must be a sequence");
+        Edges E;
+        if (edges_get(v, &E) < 0) {
+            PyErr_Format(PyExc_TypeError, "engine: the edges of %R are not in Node's layout (set them "
+                         "through Node.edges)", v);
+            Py_DECREF(v);
+            goto fail;
+        }
         Py_DECREF(v);
-        if (edges == NULL) goto fail;
-        Py_ssize_t ne = PySequence_Fast_GET_SIZE(edges);
-        for (Py_ssize_t i = 0; i < ne; i++) {
-            PyObject *e = PySequence_Fast_GET_ITEM(edges, i);
-            if (e == Py_None) continue;
-            PyObject *c = PyTuple_GET_ITEM(e, 0);
+        for (Py_ssize_t i = 0; i < E.n; i++) {
+            PyObject *c = edge_fn(&E, i);
+            if (c == Py_None) continue;
             PyObject *cnt = PyDict_GetItemWithError(deps, c);
             if (cnt == NULL && PyErr_Occurred()) {
-                Py_DECREF(edges);
+                edges_release(&E);
                 goto fail;
             }
             PyObject *nc = PyLong_FromLong(cnt == NULL ? 1 : PyLong_AsLong(cnt) + 1);
             int r = nc == NULL ? -1 : PyDict_SetItem(deps, c, nc);
             Py_XDECREF(nc);
             if (r < 0 || (cnt == NULL && PyList_Append(stack, c) < 0)) {
-                Py_DECREF(edges);
+                edges_release(&E);
                 goto fail;
             }
         }
-        Py_DECREF(edges);
+        edges_release(&E);
     }
     Py_DECREF(stack);
     return deps;

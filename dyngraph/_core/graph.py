@@ -4,8 +4,13 @@ A :class:`Node` holds the primitive, its parameters, the values its rules
 need (input Tensors and/or output *arrays* -- never the output Tensor, so no
 reference cycle forms), and one edge per input: ``(node, output_nr)`` for an
 intermediate result, ``(leaf_tensor, 0)`` for a leaf, or ``None`` when that
-input needs no gradient.  Dropping the last Tensor that reaches a graph frees
-the whole graph by reference counting.
+input needs no gradient (``node.edges``).  Dropping the last Tensor that reaches
+a graph frees the whole graph by reference counting.
+
+The edges are stored flat in the node's own slots, not as a list of tuples:
+every container a node owns is one more object that the cyclic garbage
+collector tracks, promotes through its generations while the graph is pending
+and re-traverses in every full collection (see ``_set_edges``).
 """
 
 from __future__ import annotations
@@ -32,8 +37,16 @@ class Node:
     # ``out_vc`` (the version counter of a saved output: every tanh/sigmoid/exp node) and
     # ``out_meta`` (multi-output nodes) are slots too: as class defaults they put an instance
     # dict -- one more object tracked by the cyclic GC -- on every such node.
-    __slots__ = ("prim", "params", "edges", "saved", "saved_data", "saved_versions", "out",
-                 "in_meta", "n_out", "out_vc", "out_meta", "__dict__", "__weakref__")
+    # The edges live in six slots instead of a list of ``(fn, nr)`` tuples (1 + k objects the
+    # cyclic GC tracks per node, k = inputs): ``_ne`` the number of inputs, ``_f0``/``_n0``
+    # and ``_f1``/``_n1`` the vertex and output number of the first two (``None``/``None``
+    # where an input has no edge), ``_fx`` the others as one flat tuple
+    # ``(f2, n2, f3, n3, ...)`` (``None`` up to two inputs).  The node itself is tracked and
+    # its slots are traversed, so cycles through edges are still found.  ``node.edges``
+    # gives them as before; the engine and the C accelerator read the slots.
+    __slots__ = ("prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_fx", "saved",
+                 "saved_data", "saved_versions", "out", "in_meta", "n_out", "out_vc", "out_meta",
+                 "__dict__", "__weakref__")
 
     special = False  # set when hooks / retain_grad / custom backward need the engine's slow path
     pre_hooks = None
@@ -44,7 +57,7 @@ class Node:
     def __init__(self, prim, params, edges):
         self.prim = prim
         self.params = params
-        self.edges = edges
+        _set_edges(self, edges)
         self.saved = None
         self.saved_data = None
         self.saved_versions = None
@@ -53,6 +66,36 @@ class Node:
         self.n_out = 1
         self.out_vc = None
         self.out_meta = None
+
+    @property
+    def edges(self) -> tuple:
+        """One entry per input: ``(node_or_leaf, output_nr)``, or ``None`` for no gradient.
+
+        A new tuple on every read (the node stores the edges flat); assigning a sequence of
+        such entries replaces them.
+
+        >>> x = dg.ones(2, requires_grad=True)
+        >>> e = (x * 2.0).grad_fn.edges      # a leaf and a Python number
+        >>> e[0][0] is x, e[0][1], e[1]
+        (True, 0, None)
+        """
+        ne = self._ne
+        if ne == 0:
+            return ()
+        f = self._f0
+        e0 = None if f is None else (f, self._n0)
+        if ne == 1:
+            return (e0,)
+        f = self._f1
+        e1 = None if f is None else (f, self._n1)
+        if ne == 2:
+            return (e0, e1)
+        x = self._fx
+        return (e0, e1, *[None if x[k] is None else (x[k], x[k + 1]) for k in range(0, len(x), 2)])
+
+    @edges.setter
+    def edges(self, edges) -> None:
+        _set_edges(self, edges)
 
     # -- PyTorch-compatible introspection ------------------------------------
     def name(self) -> str:
@@ -119,6 +162,34 @@ class Node:
     @property
     def saved_tensors_freed(self) -> bool:
         return self.saved is FREED
+
+
+def _set_edges(node, edges) -> None:
+    """Store ``edges`` (entries ``(vertex, output_nr)`` or ``None``) flat in ``node``'s slots.
+
+    The layout ``registry.record`` and the C accelerator's ``make_node`` both build (and
+    ``tests/test_gc_nodes.py`` compares): see ``Node.__slots__``.
+    """
+    ne = len(edges)
+    fns = [None, None, None, None]
+    rest = []
+    for i, e in enumerate(edges):
+        if e is None:
+            f = n = None
+        else:
+            f, n = e
+            if f is None:
+                raise ValueError(f"Node edge {i}: the vertex of an edge cannot be None (use None "
+                                 "for the whole edge)")
+        if i < 2:
+            fns[2 * i] = f
+            fns[2 * i + 1] = n
+        else:
+            rest.append(f)
+            rest.append(n)
+    node._ne = ne
+    node._f0, node._n0, node._f1, node._n1 = fns
+    node._fx = tuple(rest) if ne > 2 else None
 
 
 class Meta:
