@@ -394,6 +394,29 @@ static int block8_add_f(const Arr *a, const Arr *x, Py_ssize_t xrow, Py_ssize_t 
 }
 #endif
 
+/* columns of a are adjacent elements of size sz */
+static int unit_cols(const Arr *a, size_t sz) { return a->s1 == (Py_ssize_t)sz; }
+
+/* the bytes of a (rows, cols) array of elements of size sz: [*lo, *hi) */
+static void arr_span(const Arr *a, Py_ssize_t rows, Py_ssize_t cols, size_t sz, char **lo, char **hi)
+{
+    Py_ssize_t r = (rows - 1) * a->s0, c = (cols - 1) * a->s1;
+    *lo = a->buf + (r < 0 ? r : 0) + (c < 0 ? c : 0);
+    *hi = a->buf + (r > 0 ? r : 0) + (c > 0 ? c : 0) + sz;
+}
+
+/* x (rows, xc) and y (rows, yc) may share memory */
+static int spans_overlap(const Arr *x, Py_ssize_t xc, const Arr *y, Py_ssize_t yc, Py_ssize_t rows,
+                         size_t sz)
+{
+    char *xl, *xh, *yl, *yh;
+    if (rows <= 0 || xc <= 0 || yc <= 0)
+        return 0;
+    arr_span(x, rows, xc, sz, &xl, &xh);
+    arr_span(y, rows, yc, sz, &yl, &yh);
+    return xl < yh && yl < xh;
+}
+
 #define BEGIN_LOOP(work) PyThreadState *_ts = NULL; if ((work) >= GIL_FREE_ELEMENTS) _ts = PyEval_SaveThread();
 #define END_LOOP() if (_ts) PyEval_RestoreThread(_ts);
 
@@ -945,16 +968,33 @@ KCLONES static void NM(lstm_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, v
 {
     T *dhb = (T *)vbuf, *dcb = dhb + H, *ab = dcb + H, *cb = ab + 4 * H, *cpb = cb + H;
     T *dgb = cpb + H, *dcpb = dgb + 4 * H;
+    /* acts, c and c_prev read in place and dgates written in place (no row copies, ~20% of
+     * the step) when their columns are contiguous and dgates shares no memory with an input */
+    static const int width[] = {1, 1, 1, 4, 1, 1};
+    int direct = unit_cols(&a[3], sizeof(T)) && unit_cols(&a[4], sizeof(T)) && unit_cols(&a[5], sizeof(T));
+    for (int k = 0; k < 6 && direct; k++)
+        if (a[k].present && spans_overlap(&a[6], 4 * H, &a[k], width[k] * H, B, sizeof(T)))
+            direct = 0;
     for (Py_ssize_t b = 0; b < B; b++) {
         NM(gather)(&a[0], b, 0, H, dhb);
         if (a[1].present)
             NM(gather_add)(&a[1], b, H, dhb);
         NM(gather)(&a[2], b, 0, H, dcb);
-        NM(gather)(&a[3], b, 0, 4 * H, ab);
-        NM(gather)(&a[4], b, 0, H, cb);
-        NM(gather)(&a[5], b, 0, H, cpb);
-        NM(lstm_bwd_row)(H, dhb, dcb, ab, cb, cpb, dgb, dcpb);
-        NM(scatter)(&a[6], b, 0, 4 * H, dgb);
+        const T *ar = ab, *cr = cb, *cpr = cpb;
+        T *dgr = dgb;
+        if (direct) {
+            ar = (const T *)(a[3].buf + b * a[3].s0);
+            cr = (const T *)(a[4].buf + b * a[4].s0);
+            cpr = (const T *)(a[5].buf + b * a[5].s0);
+            dgr = (T *)(a[6].buf + b * a[6].s0);
+        } else {
+            NM(gather)(&a[3], b, 0, 4 * H, ab);
+            NM(gather)(&a[4], b, 0, H, cb);
+            NM(gather)(&a[5], b, 0, H, cpb);
+        }
+        NM(lstm_bwd_row)(H, dhb, dcb, ar, cr, cpr, dgr, dcpb);
+        if (!direct)
+            NM(scatter)(&a[6], b, 0, 4 * H, dgb);
         NM(scatter)(&a[7], b, 0, H, dcpb);
     }
 }

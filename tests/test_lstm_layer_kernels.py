@@ -114,3 +114,37 @@ def test_lstm_layer_block_path_gradcheck():
         return hs, hn, cn
 
     assert dg.autograd.gradcheck(f, (xw, h0, c0, w), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_kernel_in_place_and_strided_rows(dtype):
+    """lstm_backward reads acts/c/c_prev in place only when that is safe: dgates written over
+    acts (same memory), and acts/c/c_prev given as strided views, give the copied path's bits."""
+    rng = np.random.default_rng(11)
+    b, h = 9, 8
+    dh, ghs, dc = _rand(rng, (b, h), dtype), _rand(rng, (b, h), dtype), _rand(rng, (b, h), dtype)
+    acts = 1.0 / (1.0 + np.exp(-_rand(rng, (b, 4 * h), dtype)))
+    c, cp = _rand(rng, (b, h), dtype), _rand(rng, (b, h), dtype)
+    want_dg, want_dc = np.empty((b, 4 * h), dtype), np.empty((b, h), dtype)
+    K.lstm_backward(dh, ghs, dc, acts, c, cp, want_dg, want_dc)
+    # dgates over acts, dc_prev over dc (the layer's own in-place use)
+    a2, dc2 = acts.copy(), dc.copy()
+    K.lstm_backward(dh, ghs, dc2, a2, c, cp, a2, dc2)
+    np.testing.assert_array_equal(a2, want_dg)
+    np.testing.assert_array_equal(dc2, want_dc)
+    # strided inputs: every other column of wider arrays, and a broadcast incoming gradient
+    wide = np.empty((b, 8 * h), dtype)
+    wide[:, ::2] = acts
+    cw, cpw = np.empty((b, 2 * h), dtype), np.empty((b, 2 * h), dtype)
+    cw[:, ::2], cpw[:, ::2] = c, cp
+    dg3, dc3 = np.empty((b, 4 * h), dtype), dc.copy()
+    K.lstm_backward(dh, ghs, dc3, wide[:, ::2], cw[:, ::2], cpw[:, ::2], dg3, dc3)
+    np.testing.assert_array_equal(dg3, want_dg)
+    np.testing.assert_array_equal(dc3, want_dc)
+    one = np.broadcast_to(np.asarray(0.5, dtype), (b, h))
+    dg4, dc4 = np.empty((b, 4 * h), dtype), dc.copy()
+    K.lstm_backward(dh, one, dc4, acts, c, cp, dg4, dc4)
+    dg5, dc5 = np.empty((b, 4 * h), dtype), dc.copy()
+    K.lstm_backward(dh, np.full((b, h), 0.5, dtype), dc5, acts, c, cp, dg5, dc5)
+    np.testing.assert_array_equal(dg4, dg5)
+    np.testing.assert_array_equal(dc4, dc5)
