@@ -653,6 +653,291 @@ none:
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------------------------------
+ * evaluation: the per-member loops of Autobatcher._execute / _run_group
+ * ------------------------------------------------------------------------------------- */
+
+static int list_arg(PyObject *o, const char *what) {
+    if (!PyList_CheckExact(o)) {
+        PyErr_Format(PyExc_TypeError, "_autobatch: %s must be a list", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* group_by(todo, late) -> (groups, keys): as _execute's loop: a node's key is
+   (depth << 32) | sig, its depth late.get(node, node.depth); groups {key: [nodes]} in
+   first-seen order, keys the key of each node of todo */
+static PyObject *group_by(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) {
+        PyErr_SetString(PyExc_TypeError, "group_by(todo, late)");
+        return NULL;
+    }
+    PyObject *todo = a[0], *late = a[1];
+    if (list_arg(todo, "todo") < 0) return NULL;
+    int use_late = PyDict_CheckExact(late) && PyDict_GET_SIZE(late) > 0;
+    Py_ssize_t n = PyList_GET_SIZE(todo);
+    PyObject *groups = PyDict_New(), *keys = PyList_New(n);
+    if (groups == NULL || keys == NULL) goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(todo, i);
+        if (Py_TYPE(node) != PNodeT) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch.group_by: not a PNode");
+            goto error;
+        }
+        PyObject *d = NULL;
+        if (use_late) {
+            d = PyDict_GetItemWithError(late, node);
+            if (d == NULL && PyErr_Occurred()) goto error;
+        }
+        if (d == NULL) d = SLOT(node, n_depth);
+        long long dd = PyLong_AsLongLong(d), sg = PyLong_AsLongLong(SLOT(node, n_sig));
+        if ((dd == -1 || sg == -1) && PyErr_Occurred()) goto error;
+        PyObject *k = PyLong_FromLongLong((long long)((unsigned long long)dd << 32) | sg);
+        if (k == NULL) goto error;
+        PyList_SET_ITEM(keys, i, k);
+        PyObject *g = PyDict_GetItemWithError(groups, k);
+        if (g == NULL) {
+            if (PyErr_Occurred()) goto error;
+            g = PyList_New(1);
+            if (g == NULL) goto error;
+            PyList_SET_ITEM(g, 0, Py_NewRef(node));
+            int r = PyDict_SetItem(groups, k, g);
+            Py_DECREF(g);
+            if (r < 0) goto error;
+        } else if (PyList_Append(g, node) < 0) {
+            goto error;
+        }
+    }
+    PyObject *res = PyTuple_Pack(2, groups, keys);
+    Py_DECREF(groups);
+    Py_DECREF(keys);
+    return res;
+error:
+    Py_XDECREF(groups);
+    Py_XDECREF(keys);
+    return NULL;
+}
+
+/* assign(group, out, rows): every member's result = out, and row = its position when rows */
+static PyObject *assign(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3) {
+        PyErr_SetString(PyExc_TypeError, "assign(group, out, rows)");
+        return NULL;
+    }
+    PyObject *group = a[0], *out = a[1];
+    int rows = PyObject_IsTrue(a[2]);
+    if (rows < 0 || list_arg(group, "group") < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(group, i);
+        if (Py_TYPE(node) != PNodeT) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch.assign: not a PNode");
+            return NULL;
+        }
+        set_slot(node, n_result, out);
+        if (rows) {
+            PyObject *r = PyLong_FromSsize_t(i);
+            if (r == NULL) return NULL;
+            put_slot(node, n_row, r);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* release(group) -> the members with instance attributes (hooks, retained grads, anomaly
+   info: the rare ones the Python loop handles); every member's args dropped */
+static PyObject *release(PyObject *self, PyObject *group) {
+    if (list_arg(group, "group") < 0) return NULL;
+    PyObject *rare = PyList_New(0);
+    if (rare == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(group, i);
+        if (Py_TYPE(node) != PNodeT) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch.release: not a PNode");
+            Py_DECREF(rare);
+            return NULL;
+        }
+        PyObject **dp = _PyObject_GetDictPtr(node);
+        if (dp != NULL && *dp != NULL && PyDict_GET_SIZE(*dp) > 0 && PyList_Append(rare, node) < 0) {
+            Py_DECREF(rare);
+            return NULL;
+        }
+        set_slot(node, n_args, Py_None);
+    }
+    return rare;
+}
+
+/* version of a tensor's buffer (its _vc cell's int, 0 without one) */
+static PyObject *version_of(PyObject *t) {
+    PyObject *vc = SLOT(t, t_vc);
+    if (vc == NULL || vc == Py_None) return Py_NewRef(ZERO);
+    return PySequence_GetItem(vc, 0);
+}
+
+/* stale(group) -> the first member whose tensor inputs were written in place since it was
+   recorded (Autobatcher._check_versions raises for it), else None */
+static PyObject *stale(PyObject *self, PyObject *group) {
+    if (list_arg(group, "group") < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(group, i);
+        PyObject *vs = SLOT(node, n_versions);
+        if (vs == NULL || vs == Py_None) continue;
+        PyObject *args = SLOT(node, n_args);
+        if (args == NULL || !PyList_Check(vs)) return Py_NewRef(node);   /* Python decides */
+        PyObject *seq = PySequence_Fast(args, "args");
+        if (seq == NULL) return NULL;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        if (m != PyList_GET_SIZE(vs)) {
+            Py_DECREF(seq);
+            return Py_NewRef(node);
+        }
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
+            if (!PyObject_TypeCheck(x, TensorT) || Py_TYPE(SLOT(x, t_data)) == LazyT) continue;
+            PyObject *v = version_of(x);
+            if (v == NULL) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            int eq = PyObject_RichCompareBool(v, PyList_GET_ITEM(vs, j), Py_EQ);
+            Py_DECREF(v);
+            if (eq != 1) {
+                Py_DECREF(seq);
+                if (eq < 0) return NULL;
+                return Py_NewRef(node);
+            }
+        }
+        Py_DECREF(seq);
+    }
+    Py_RETURN_NONE;
+}
+
+/* columns(group, width) -> per argument position, the list of every member's argument */
+static PyObject *columns(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) {
+        PyErr_SetString(PyExc_TypeError, "columns(group, width)");
+        return NULL;
+    }
+    PyObject *group = a[0];
+    Py_ssize_t w = PyLong_AsSsize_t(a[1]);
+    if ((w == -1 && PyErr_Occurred()) || list_arg(group, "group") < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    PyObject *cols = PyList_New(w);
+    if (cols == NULL) return NULL;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        PyObject *c = PyList_New(n);
+        if (c == NULL) goto error;
+        PyList_SET_ITEM(cols, j, c);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *args = SLOT(PyList_GET_ITEM(group, i), n_args);
+        PyObject *seq = args == NULL ? NULL : PySequence_Fast(args, "args");
+        if (seq == NULL) goto error;
+        if (PySequence_Fast_GET_SIZE(seq) != w) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "_autobatch.columns: members with different argument counts");
+            goto error;
+        }
+        for (Py_ssize_t j = 0; j < w; j++)
+            PyList_SET_ITEM(PyList_GET_ITEM(cols, j), i, Py_NewRef(PySequence_Fast_GET_ITEM(seq, j)));
+        Py_DECREF(seq);
+    }
+    return cols;
+error:
+    Py_DECREF(cols);
+    return NULL;
+}
+
+static int cmp_ptr(const void *x, const void *y) {
+    uintptr_t a = *(const uintptr_t *)x, b = *(const uintptr_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* scan(refs) -> None when some ref is not the Lazy output of an executed node, else
+   (distinct, nodes, k, results, rows, keys): distinct 1 when every ref is the same object,
+   2 when all differ, 0 otherwise; nodes / results the members' nodes and node results; k
+   the output number when all refs share it, else -1; rows (bytes of intp) each member's row
+   (-1: the node's result is its own value); keys (bytes of intp) per member the identity of
+   its source array (the result, or output k of a tuple result). */
+static PyObject *scan(PyObject *self, PyObject *refs) {
+    if (list_arg(refs, "refs") < 0) {
+        PyErr_Clear();
+        refs = PySequence_List(refs);
+        if (refs == NULL) return NULL;
+    } else {
+        Py_INCREF(refs);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(refs);
+    PyObject *nodes = NULL, *results = NULL, *rows = NULL, *keys = NULL, *out = NULL;
+    uintptr_t *ptrs = NULL;
+    if (n == 0) goto none;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(refs, i);
+        if (Py_TYPE(r) != LazyT) goto none;
+        PyObject *m = SLOT(r, l_node);
+        if (m == NULL || Py_TYPE(m) != PNodeT || SLOT(m, n_result) == Py_None) goto none;
+    }
+    nodes = PyList_New(n);
+    results = PyList_New(n);
+    rows = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(Py_ssize_t));
+    keys = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(Py_ssize_t));
+    ptrs = PyMem_Malloc(n * sizeof(uintptr_t));
+    if (nodes == NULL || results == NULL || rows == NULL || keys == NULL || ptrs == NULL) {
+        if (ptrs == NULL) PyErr_NoMemory();
+        goto error;
+    }
+    Py_ssize_t *rw = (Py_ssize_t *)PyBytes_AS_STRING(rows), *ky = (Py_ssize_t *)PyBytes_AS_STRING(keys);
+    long k0 = -2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(refs, i);
+        PyObject *m = SLOT(r, l_node), *res = SLOT(m, n_result), *row = SLOT(m, n_row);
+        long k = PyLong_AsLong(SLOT(r, l_k));
+        if (k == -1 && PyErr_Occurred()) goto error;
+        k0 = k0 == -2 ? k : (k0 == k ? k0 : -1);
+        PyList_SET_ITEM(nodes, i, Py_NewRef(m));
+        PyList_SET_ITEM(results, i, Py_NewRef(res));
+        if (row == Py_None) {
+            rw[i] = -1;
+        } else {
+            rw[i] = PyLong_AsSsize_t(row);
+            if (rw[i] == -1 && PyErr_Occurred()) goto error;
+        }
+        PyObject *src = res;
+        if (PyTuple_CheckExact(res)) {
+            if (k < 0 || k >= PyTuple_GET_SIZE(res)) {
+                PyErr_SetString(PyExc_IndexError, "_autobatch.scan: output number out of range");
+                goto error;
+            }
+            src = PyTuple_GET_ITEM(res, k);
+        }
+        ky[i] = (Py_ssize_t)(uintptr_t)src;
+        ptrs[i] = (uintptr_t)r;
+    }
+    qsort(ptrs, n, sizeof(uintptr_t), cmp_ptr);
+    int same = ptrs[0] == ptrs[n - 1], distinct = 1;
+    for (Py_ssize_t i = 1; i < n && distinct; i++)
+        if (ptrs[i] == ptrs[i - 1]) distinct = 0;
+    PyObject *kk = PyLong_FromLong(k0 < 0 ? -1 : k0);
+    if (kk == NULL) goto error;
+    out = Py_BuildValue("(iOOOOO)", same ? 1 : distinct ? 2 : 0, nodes, kk, results, rows, keys);
+    Py_DECREF(kk);
+error:
+    PyMem_Free(ptrs);
+    Py_XDECREF(nodes);
+    Py_XDECREF(results);
+    Py_XDECREF(rows);
+    Py_XDECREF(keys);
+    Py_DECREF(refs);
+    return out;
+none:
+    Py_DECREF(refs);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -671,6 +956,15 @@ static PyMethodDef methods[] = {
      "Autobatcher.process in C, as a method descriptor of the Autobatcher class."},
     {"record_cell", (PyCFunction)(void (*)(void))record_cell, METH_FASTCALL,
      "record_cell(interp, cache, args): a cell call's pending outputs, or None (Python path)."},
+    {"group_by", (PyCFunction)(void (*)(void))group_by, METH_FASTCALL,
+     "group_by(todo, late) -> (groups, keys): _execute's grouping by (depth, signature)."},
+    {"assign", (PyCFunction)(void (*)(void))assign, METH_FASTCALL,
+     "assign(group, out, rows): every member's result (and row = position when rows)."},
+    {"release", release, METH_O, "release(group) -> members with instance attributes; args dropped."},
+    {"stale", stale, METH_O, "stale(group) -> first member whose inputs were written in place, or None."},
+    {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
+     "columns(group, width) -> per argument position, every member's argument."},
+    {"scan", scan, METH_O, "scan(refs) -> None or (distinct, nodes, k, results, rows, keys)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_autobatch",

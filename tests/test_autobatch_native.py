@@ -202,3 +202,93 @@ def test_no_leak_and_no_cycle():
     finally:
         gc.enable()
     assert sys.getrefcount(p) == rc
+
+
+# -- the evaluation helpers: C and Python give the same answers -------------------------
+
+_HELPERS = ("scan", "group_by", "assign", "release", "stale", "columns")
+
+
+def _recorded(seed):
+    """An open block with one program recorded (all kinds of nodes: cells, primitives,
+    a collector); the caller closes it."""
+    model = _Model()
+    ab = dg.autobatch()
+    ab.__enter__()
+    _program(model, seed).item()        # traces the cells
+    return ab, model, _program(model, seed + 1)
+
+
+@native
+def test_helpers_equal_python_reference():
+    ab, model, loss = _recorded(11)
+    try:
+        interp = ab.interp
+        pend = [n for n in interp.nodes if n.result is None]
+        assert len(pend) > 40
+        # group_by, with and without late depths
+        late = {n: n.depth + 3 for n in pend[::3]}
+        for lt in ({}, late):
+            assert I._NATIVE.group_by(pend, lt) == I._group_by_py(pend, lt)
+        # columns of each group of equal signature
+        groups, _ = I._group_by_py(pend, {})
+        assert len(groups) > 5
+        for g in groups.values():
+            w = len(g[0].args)
+            assert I._NATIVE.columns(g, w) == I._columns_py(g, w)
+        # stale: nothing written; then an index tensor of an embedding call written in place
+        for g in groups.values():
+            assert I._NATIVE.stale(g) is None and I._stale_py(g) is None
+        emb = [n for n in pend if n.versions is not None]
+        assert emb
+        idx = next(a for a in emb[-1].args if isinstance(a, dg.Tensor) and not a._rg)
+        idx.add_(0)
+        assert I._NATIVE.stale(emb) is emb[-1] and I._stale_py(emb) is emb[-1]
+        idx._vc[0] -= 1          # back to the recorded version
+        # scan: pending refs (None), then the same refs once their nodes ran: several
+        # sources, repeats, one object, tuple results (cells), a non-Lazy entry (None)
+        lazies = [a for n in pend for a in n.args if type(a) is Lazy]
+        assert I._NATIVE.scan(lazies) is None and I._scan_py(lazies) is None
+        interp.evaluate([loss._data.node])
+        assert all(lz.node.result is not None for lz in lazies)
+        multi = [lz for lz in lazies if type(lz.node.result) is tuple]
+        assert multi
+        cases = [lazies, lazies[:1] * 5, lazies[:3] + lazies[:2], multi, multi[::-1], lazies + [1.0]]
+        for refs in cases:
+            a, b = I._NATIVE.scan(refs), I._scan_py(refs)
+            assert (a is None) == (b is None)
+            if a is None:
+                continue
+            assert a[0] == b[0] and a[2] == b[2] and a[4] == b[4] and a[5] == b[5]
+            assert all(x is y for x, y in zip(a[1], b[1], strict=True))
+            assert all(x is y for x, y in zip(a[3], b[3], strict=True))
+        assert [I._NATIVE.scan(c)[0] for c in cases[:3]] == [0 if len(set(map(id, lazies))) < len(lazies)
+                                                             else 2, 1, 0]
+    finally:
+        ab.__exit__(None, None, None)
+
+
+def _bare(n):
+    nodes = []
+    for i in range(n):
+        p = object.__new__(I.PNode)
+        p.args, p.result, p.row, p.versions = [i, "x"], None, None, None
+        nodes.append(p)
+    return nodes
+
+
+@native
+def test_assign_and_release_equal_python_reference():
+    results = []
+    marker = dg.zeros(2)
+    for assign, release in ((I._NATIVE.assign, I._NATIVE.release), (I._assign_py, I._release_py)):
+        nodes = _bare(12)
+        nodes[4].retained = weakref.ref(marker)        # an instance attribute (rare case)
+        assign(nodes[:6], marker, True)
+        assign(nodes[6:], marker, False)
+        rare = release(nodes)
+        results.append(([(n.result is marker, n.row, n.args) for n in nodes], [nodes.index(n) for n in rare]))
+    assert results[0] == results[1]
+    assert results[0][1] == [4]
+    assert [r for _, r, _ in results[0][0]] == [0, 1, 2, 3, 4, 5] + [None] * 6
+    assert all(ok and args is None for ok, _, args in results[0][0])

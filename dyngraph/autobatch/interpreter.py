@@ -678,19 +678,8 @@ class Autobatcher(Interpreter):
         compute = 0.0
         if self.scheduler == "depth":
             late = _collected(self, self.epoch)
-            groups: dict = {}
             outer = self.gks
-            keys = []
-            add = keys.append
-            for n in todo:
-                d = late.get(n, n.depth) if late else n.depth
-                k = (d << 32) | n.sig     # depth first, then signature
-                add(k)
-                g = groups.get(k)
-                if g is None:
-                    groups[k] = [n]
-                else:
-                    g.append(n)
+            groups, keys = _EV.group_by(todo, late)
             # group key by seq for _split: an array, -1 for a seq not in this evaluation
             seqs = np.fromiter(map(_seq, todo), np.int64, len(todo))
             s0 = int(seqs.min())
@@ -768,9 +757,10 @@ class Autobatcher(Interpreter):
         STATE.grad_enabled = n0.grad_enabled
         t0 = time.perf_counter()
         try:
-            for n in group:
-                if n.versions is not None:
-                    self._check_versions(n)
+            if _EV.stale(group) is not None:     # some member's input was written in place
+                for n in group:
+                    if n.versions is not None:
+                        self._check_versions(n)
             rule = prim.batch
             done = split = False
             if B > 1 and rule is not None:
@@ -778,16 +768,13 @@ class Autobatcher(Interpreter):
                 if not any(batched):
                     out = prim.run_member(args, n0.params) if type(prim) is Template \
                         else bind(prim, args, n0.params)
-                    for n in group:
-                        n.result = out
+                    _EV.assign(group, out, False)
                     done = True
                 else:
                     out = rule(prim, B, args, batched, n0.params)
                     if out is not NotImplemented:
                         self._check_out(n0, out, B)
-                        for i, n in enumerate(group):
-                            n.result = out
-                            n.row = i
+                        _EV.assign(group, out, True)     # member i is row i
                         done = True
                         split = B >= _SPLIT_MIN and self.gks
                     elif st is not None:
@@ -807,10 +794,9 @@ class Autobatcher(Interpreter):
                          time.perf_counter() - t0)
             if n0.info is not None:
                 self._attach_info(group)
-            for n in group:
+            for n in _EV.release(group):    # args dropped; these have instance attributes
                 if n.pre_hooks is not None or n.retained is not None:   # rare
                     self._attach_hooks(n)
-                n.args = None
             if split:    # after the hooks and anomaly info, which name the group's rows
                 self._split(group, out, B)
         finally:
@@ -946,8 +932,8 @@ class Autobatcher(Interpreter):
         cols = None
         for j, a0 in enumerate(n0.args):
             if type(a0) is Lazy or (isinstance(a0, Tensor) and not (a0._rg and a0._fn is None)):
-                if cols is None:   # every member's args by position, in one C-level pass
-                    cols = list(zip(*map(_ARGS, group), strict=True))
+                if cols is None:   # every member's args by position, in one pass
+                    cols = _EV.columns(group, len(n0.args))
                 x, b = self._gather(cols[j], B, memo if type(a0) is Lazy else None)
             else:
                 x, b = a0, False
@@ -964,6 +950,13 @@ class Autobatcher(Interpreter):
         sources (each first cut to its needed rows when it is much larger) are
         concatenated and ONE ``rows_p`` gather puts the rows in member order.
         """
+        sc = _EV.scan(refs)
+        if sc is not None:      # every ref an output of an executed node (the common case)
+            if sc[0] == 1:      # the same value for every member
+                return self._row_value(refs[0]), False
+            out = self._gather_rows(refs, B, memo, sc[0] == 2, sc)
+            if out is not None:
+                return out, True
         a0 = refs[0]
         nid = len(set(map(id, refs)))
         if nid == 1:
@@ -972,7 +965,7 @@ class Autobatcher(Interpreter):
         if kinds == _LAZY_ONLY:
             # distinct Lazy refs are distinct (node, output) pairs: no row of any source
             # is taken twice (the gathers' gradients are plain scatters, no check needed)
-            out = self._gather_rows(refs, B, memo, nid == B)
+            out = self._gather_rows(refs, B, memo, nid == B, _scan_py(refs))
             if out is not None:
                 return out, True
         elif Lazy not in kinds:
@@ -1025,23 +1018,21 @@ class Autobatcher(Interpreter):
             x = bind(index_select, (x, _idx(np.argsort(order))), {"dim": 0})
         return x, True
 
-    def _gather_rows(self, refs, B, memo=None, distinct=False):
+    def _gather_rows(self, refs, B, memo, distinct, sc):
         """``_gather`` when every ref is a Lazy output of an executed node.  A node whose
         result is its own value (``row`` None: a group of one, a member run alone) is a
         source of one row.
 
         ``memo`` (one per group): inputs that are other outputs of the same nodes (the
-        ``h`` and ``c`` of the same children) reuse the first one's plan."""
-        nodes = list(map(_NODE, refs))
-        k = None
-        if memo is not None:
-            ks = set(map(_K, refs))
-            if len(ks) == 1:
-                k = ks.pop()
-                if memo.get("nodes") == nodes:          # identity per member
-                    return self._apply_plan(memo["plan"], memo["results"], k)
-        results = list(map(_RESULT, nodes))
-        plan = self._plan(nodes, results, refs, B, distinct)
+        ``h`` and ``c`` of the same children) reuse the first one's plan.  ``sc``: what
+        ``_scan_py`` (or its C version) found about ``refs``."""
+        _, nodes, k, results, rows, keys = sc
+        if memo is None or k < 0:
+            k = None
+        elif memo.get("nodes") == nodes:          # identity per member
+            return self._apply_plan(memo["plan"], memo["results"], k)
+        plan = self._plan(results, refs, B, distinct, np.frombuffer(rows, np.intp),
+                          np.frombuffer(keys, np.intp))
         if plan is None:
             return None
         if k is not None:
@@ -1051,23 +1042,14 @@ class Autobatcher(Interpreter):
         return self._apply_plan(plan, results, k)
 
     @staticmethod
-    def _plan(nodes, results, refs, B, distinct=False):
+    def _plan(results, refs, B, distinct, rows, keys):
         """Which rows of which sources, in member order (no binds: ``_apply_plan`` runs
         it).  ``(None, p, index, n, unique)`` for one source (``index`` None: its rows
         in order), else ``(sources, params)``: the member index of each source and the
-        params of the one ``gather_p`` call."""
-        rows = list(map(_ROW, nodes))
-        whole = None in rows
-        if whole:
-            rows = [-1 if r is None else r for r in rows]
-        rows = np.array(rows, dtype=np.intp)
-        keys = np.fromiter(map(id, results), np.intp, B)
-        # tuples (multi-output groups) and tensors may mix: a group of one cell call
-        # holds the member's own outputs
-        if tuple in set(map(type, results)):
-            keys += np.fromiter(map(_K, refs), np.intp, B)   # id(tuple) + k: unique per output
+        params of the one ``gather_p`` call.  ``rows``: each member's row (-1: its node's
+        result is its own value); ``keys``: each member's source array's identity."""
         if (keys == keys[0]).all():        # one source group
-            if whole and rows[0] < 0:      # the same value for every member, unbatched
+            if rows[0] < 0:                # the same value for every member, unbatched
                 return None
             res = results[0]
             if type(res) is tuple:
@@ -1217,6 +1199,101 @@ def _arange(n):
     if a is None:
         a = _ARANGE[n] = np.arange(n)
     return a
+
+
+def _scan_py(refs):
+    """What a gather needs to know about ``refs`` (C: ``dyngraph._autobatch.scan``):
+    None unless each is the :class:`Lazy` output of an executed node, else ``(distinct,
+    nodes, k, results, rows, keys)`` -- distinct 1: one object for all, 2: all differ,
+    0: some repeat; k the output number shared by all (-1: mixed); rows and keys bytes of
+    intp per member: its row (-1: the result is its own value) and the identity of its
+    source array (the node's result, or output k of a tuple result)."""
+    if not refs or set(map(type, refs)) != _LAZY_ONLY:
+        return None
+    nodes = list(map(_NODE, refs))
+    results = list(map(_RESULT, nodes))
+    if None in results:
+        return None
+    ks = set(map(_K, refs))
+    nid = len(set(map(id, refs)))
+    rows = np.fromiter((-1 if r is None else r for r in map(_ROW, nodes)), np.intp, len(refs))
+    keys = np.fromiter((id(r[lz.k] if type(r) is tuple else r) for r, lz in zip(results, refs, strict=True)),
+                       np.intp, len(refs))
+    return (1 if nid == 1 else 2 if nid == len(refs) else 0, nodes, ks.pop() if len(ks) == 1 else -1,
+            results, rows.tobytes(), keys.tobytes())
+
+
+def _group_by_py(todo, late):
+    """``_execute``'s groups (C: ``group_by``): key ``(depth << 32) | sig`` per node, a
+    node's depth ``late.get(node, node.depth)``; ``({key: [nodes]}, [key per node])``."""
+    groups: dict = {}
+    keys = []
+    add = keys.append
+    for n in todo:
+        d = late.get(n, n.depth) if late else n.depth
+        k = (d << 32) | n.sig     # depth first, then signature
+        add(k)
+        g = groups.get(k)
+        if g is None:
+            groups[k] = [n]
+        else:
+            g.append(n)
+    return groups, keys
+
+
+def _assign_py(group, out, rows) -> None:
+    """Every member's result is ``out``; with ``rows`` member i's row is i (C: ``assign``)."""
+    if rows:
+        for i, n in enumerate(group):
+            n.result = out
+            n.row = i
+    else:
+        for n in group:
+            n.result = out
+
+
+def _release_py(group) -> list:
+    """Drop every member's args; the members with hooks or retained grads are returned
+    for the rare-case loop (C: ``release``, which returns every member with instance
+    attributes: these and those with anomaly info)."""
+    rare = []
+    for n in group:
+        if n.pre_hooks is not None or n.retained is not None:
+            rare.append(n)
+        n.args = None
+    return rare
+
+
+def _stale_py(group):
+    """The first member whose tensor inputs were written in place since it was recorded,
+    else None (C: ``stale``)."""
+    for n in group:
+        vs = n.versions
+        if vs is None:
+            continue
+        for a, v in zip(n.args, vs, strict=True):
+            if isinstance(a, Tensor) and type(a._data) is not Lazy and (a._vc[0] if a._vc else 0) != v:
+                return n
+    return None
+
+
+def _columns_py(group, width) -> list:
+    """Per argument position, every member's argument (C: ``columns``)."""
+    return [list(c) for c in zip(*map(_ARGS, group), strict=True)] if width else []
+
+
+class _Ev:
+    """The per-member loops of an evaluation: the C versions (``use_native``) or these."""
+
+    scan = staticmethod(_scan_py)
+    group_by = staticmethod(_group_by_py)
+    assign = staticmethod(_assign_py)
+    release = staticmethod(_release_py)
+    stale = staticmethod(_stale_py)
+    columns = staticmethod(_columns_py)
+
+
+_EV = _Ev
 
 
 def _unique(rows) -> bool:
@@ -1395,12 +1472,16 @@ def use_native(on: bool = True) -> bool:
     >>> _ = use_native(was)
     """
     was = Autobatcher.process is not Autobatcher._process_py
-    if on and _NATIVE is not None:
+    mod = _NATIVE if on else None
+    if mod is not None:
         Autobatcher.process = _NATIVE_PROCESS
-        _cells._RECORD_CELL = _NATIVE.record_cell
+        _cells._RECORD_CELL = mod.record_cell
     else:
         Autobatcher.process = Autobatcher._process_py
         _cells._RECORD_CELL = None
+    for name, py in (("scan", _scan_py), ("group_by", _group_by_py), ("assign", _assign_py),
+                     ("release", _release_py), ("stale", _stale_py), ("columns", _columns_py)):
+        setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
     return was
 
 
