@@ -938,6 +938,187 @@ none:
     Py_RETURN_NONE;
 }
 
+
+/* keep(nodes) -> the nodes still pending or with a live, unmaterialised output
+   (interpreter._keep) */
+static PyObject *keep(PyObject *self, PyObject *nodes) {
+    if (list_arg(nodes, "nodes") < 0) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(nodes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        int k = 0;
+        if (SLOT(node, n_result) == Py_None) {
+            k = 1;
+        } else {
+            PyObject *refs = SLOT(node, n_refs);
+            PyObject *seq = refs == NULL ? NULL : PySequence_Fast(refs, "refs");
+            if (seq == NULL) goto error;
+            for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq) && !k; j++) {
+                PyObject *w = PySequence_Fast_GET_ITEM(seq, j);
+                PyObject *t = PyWeakref_Check(w) ? PyWeakref_GET_OBJECT(w) : Py_None;
+                if (t == Py_None || !PyObject_TypeCheck(t, TensorT)) continue;
+                PyObject *d = SLOT(t, t_data);
+                if (d != NULL && Py_TYPE(d) == LazyT && SLOT(d, l_node) == node) k = 1;
+            }
+            Py_DECREF(seq);
+        }
+        if (k && PyList_Append(out, node) < 0) goto error;
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* late_depths(collectors, ep) -> {node: depth}: the walk of interpreter._collected over
+   the collectors that are pending and marked ep (the same LIFO order) */
+static PyObject *late_depths(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) {
+        PyErr_SetString(PyExc_TypeError, "late_depths(collectors, ep)");
+        return NULL;
+    }
+    PyObject *cs = a[0], *ep = a[1];
+    if (list_arg(cs, "collectors") < 0) return NULL;
+    PyObject *late = PyDict_New(), *stack = PyList_New(0);   /* (node, depth) pairs, flat */
+    if (late == NULL || stack == NULL) goto error;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cs); i++) {
+        PyObject *c = PyList_GET_ITEM(cs, i);
+        if (Py_TYPE(c) != PNodeT) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch.late_depths: not a PNode");
+            goto error;
+        }
+        int same = PyObject_RichCompareBool(SLOT(c, n_mark), ep, Py_EQ);
+        if (same < 0) goto error;
+        if (!same || SLOT(c, n_result) != Py_None) continue;
+        long cd = PyLong_AsLong(SLOT(c, n_depth));
+        if (cd == -1 && PyErr_Occurred()) goto error;
+        /* push (arg.node, c.depth - 1) for the Lazy args, in order */
+        PyObject *args = SLOT(c, n_args);
+        PyObject *seq = args == NULL ? NULL : PySequence_Fast(args, "args");
+        if (seq == NULL) goto error;
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq); j++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
+            if (Py_TYPE(x) != LazyT) continue;
+            PyObject *d = PyLong_FromLong(cd - 1);
+            if (d == NULL || PyList_Append(stack, SLOT(x, l_node)) < 0 || PyList_Append(stack, d) < 0) {
+                Py_XDECREF(d);
+                Py_DECREF(seq);
+                goto error;
+            }
+            Py_DECREF(d);
+        }
+        Py_DECREF(seq);
+        while (PyList_GET_SIZE(stack)) {
+            Py_ssize_t top = PyList_GET_SIZE(stack);
+            PyObject *m = Py_NewRef(PyList_GET_ITEM(stack, top - 2));
+            PyObject *d = Py_NewRef(PyList_GET_ITEM(stack, top - 1));
+            if (PyList_SetSlice(stack, top - 2, top, NULL) < 0) {
+                Py_DECREF(m);
+                Py_DECREF(d);
+                goto error;
+            }
+            PyObject *nu = SLOT(m, n_nuse);
+            int one = nu != NULL && PyLong_CheckExact(nu) && PyLong_AsLong(nu) == 1;
+            int mk = one ? PyObject_RichCompareBool(SLOT(m, n_mark), ep, Py_EQ) : 0;
+            if (mk < 0) {
+                Py_DECREF(m);
+                Py_DECREF(d);
+                goto error;
+            }
+            if (!one || !mk || SLOT(m, n_result) != Py_None) {
+                Py_DECREF(m);
+                Py_DECREF(d);
+                continue;
+            }
+            long dd = PyLong_AsLong(d);
+            int r = PyDict_SetItem(late, m, d);
+            Py_DECREF(d);
+            PyObject *margs = SLOT(m, n_args);
+            PyObject *ms = (r < 0 || margs == NULL) ? NULL : PySequence_Fast(margs, "args");
+            Py_DECREF(m);
+            if (ms == NULL) goto error;
+            for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(ms); j++) {
+                PyObject *x = PySequence_Fast_GET_ITEM(ms, j);
+                if (Py_TYPE(x) != LazyT) continue;
+                PyObject *d2 = PyLong_FromLong(dd - 1);
+                if (d2 == NULL || PyList_Append(stack, SLOT(x, l_node)) < 0 || PyList_Append(stack, d2) < 0) {
+                    Py_XDECREF(d2);
+                    Py_DECREF(ms);
+                    goto error;
+                }
+                Py_DECREF(d2);
+            }
+            Py_DECREF(ms);
+        }
+    }
+    Py_DECREF(stack);
+    return late;
+error:
+    Py_XDECREF(late);
+    Py_XDECREF(stack);
+    return NULL;
+}
+
+/* pack(tensors) -> a bytearray holding the tensors' arrays one after the other, or None
+   when they are not all C-contiguous buffers of one format and shape (the caller then
+   stacks them with NumPy).  The constants of a group (labels, indices): one copy each
+   instead of NumPy's discovery of a list of arrays. */
+static PyObject *pack(PyObject *self, PyObject *ts) {
+    PyObject *seq = PySequence_Fast(ts, "tensors");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = NULL;
+    Py_buffer v0;
+    int have0 = 0;
+    if (n == 0) goto none;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(t, TensorT)) goto none;
+        PyObject *d = SLOT(t, t_data);
+        if (d == NULL || Py_TYPE(d) == LazyT) goto none;
+        Py_buffer v;
+        if (PyObject_GetBuffer(d, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();
+            goto none;
+        }
+        if (i == 0) {
+            v0 = v;
+            have0 = 1;
+            if (v.format == NULL || strchr("?bBhHiIlLqQefdgFDG", v.format[strlen(v.format) - 1]) == NULL ||
+                strlen(v.format) > 2 || v.len > PY_SSIZE_T_MAX / n) {
+                goto none;   /* object, structured or unusual formats: NumPy decides */
+            }
+            out = PyByteArray_FromStringAndSize(NULL, v.len * n);
+            if (out == NULL) goto error;
+        } else {
+            int ok = v.len == v0.len && v.ndim == v0.ndim && v.itemsize == v0.itemsize &&
+                     v.format != NULL && strcmp(v.format, v0.format) == 0;
+            for (int k = 0; ok && k < v.ndim; k++) ok = v.shape[k] == v0.shape[k];
+            if (!ok) {
+                PyBuffer_Release(&v);
+                goto none;
+            }
+        }
+        memcpy(PyByteArray_AS_STRING(out) + i * v0.len, v.buf, v0.len);
+        if (i) PyBuffer_Release(&v);
+    }
+    PyBuffer_Release(&v0);
+    Py_DECREF(seq);
+    return out;
+error:
+    if (have0) PyBuffer_Release(&v0);
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+none:
+    if (have0) PyBuffer_Release(&v0);
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -965,6 +1146,10 @@ static PyMethodDef methods[] = {
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(group, width) -> per argument position, every member's argument."},
     {"scan", scan, METH_O, "scan(refs) -> None or (distinct, nodes, k, results, rows, keys)."},
+    {"keep", keep, METH_O, "keep(nodes) -> the nodes still pending or with a live pending output."},
+    {"late_depths", (PyCFunction)(void (*)(void))late_depths, METH_FASTCALL,
+     "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},
+    {"pack", pack, METH_O, "pack(tensors) -> bytearray of their arrays one after the other, or None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_autobatch",

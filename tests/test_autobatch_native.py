@@ -292,3 +292,53 @@ def test_assign_and_release_equal_python_reference():
     assert results[0][1] == [4]
     assert [r for _, r, _ in results[0][0]] == [0, 1, 2, 3, 4, 5] + [None] * 6
     assert all(ok and args is None for ok, _, args in results[0][0])
+
+
+@native
+def test_keep_and_late_depths_equal_python_reference():
+    ab, model, _ = _recorded(5)
+    try:
+        interp = ab.interp
+        losses = [model.two(model.tree([1, 2, 3, i], 1), 0.5)[0].sum() for i in range(10)]
+        loss = dg.stack(losses).sum()        # a collector of 10 loss chains
+        ep = interp.epoch + 1
+        pend = [n for n in interp.nodes if n.result is None]
+        for n in pend:
+            n.mark = ep
+        cs = list(interp.collectors)
+        assert cs
+        a, b = I._NATIVE.late_depths(cs, ep), I._late_depths_py(cs, ep)
+        assert a == b and len(a) > 10
+        assert I._NATIVE.late_depths(cs, ep + 1) == I._late_depths_py(cs, ep + 1) == {}
+        interp.epoch = ep
+        interp.evaluate([loss._data.node])
+        del losses
+        nodes = list(interp.nodes)
+        assert I._NATIVE.keep(nodes) == I._keep(nodes)
+        assert 0 < len(I._keep(nodes)) < len(nodes)
+    finally:
+        ab.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("arrays", [
+    [np.array([3]), np.array([1]), np.array([4])],
+    [np.array(2.5), np.array(-1.0)],
+    [np.arange(6, dtype=np.float32).reshape(2, 3) + i for i in range(4)],
+    [np.array([True, False]), np.array([False, False])],
+    [np.array([1, 2]), np.array([1.0, 2.0])],            # mixed dtypes: NumPy decides
+    [np.array([1, 2]), np.array([1, 2, 3])],              # ragged: NumPy raises
+    [np.arange(4)[::2], np.arange(2)],                    # a strided view
+])
+def test_consts_equal_numpy(arrays):
+    ts = [dg.Tensor._make(a, False, None, 0) for a in arrays]
+    try:
+        want = I._consts_py(ts)
+    except ValueError:
+        with pytest.raises(ValueError):
+            I._consts_c(ts) if I._NATIVE is not None else I._consts_py(ts)
+        return
+    got = I._consts_c(ts) if I._NATIVE is not None else want
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    got[...] = 0            # writable, and not a view of any member
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, [t._data for t in ts], strict=True))
