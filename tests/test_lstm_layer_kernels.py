@@ -148,3 +148,96 @@ def test_backward_kernel_in_place_and_strided_rows(dtype):
     K.lstm_backward(dh, np.full((b, h), 0.5, dtype), dc5, acts, c, cp, dg5, dc5)
     np.testing.assert_array_equal(dg4, dg5)
     np.testing.assert_array_equal(dc4, dc5)
+
+
+# ---------------------------------------------------------------------------------------
+# packed float32 per-step products (pack_panels / gemm_packed; ops/rnn.py _packed_steps)
+# ---------------------------------------------------------------------------------------
+
+packed = pytest.mark.skipif(not getattr(K, "packed_gemm", False), reason="no AVX2/FMA: packed products off")
+
+
+@packed
+@pytest.mark.parametrize("m", [1, 3, 4, 7, 13])
+@pytest.mark.parametrize("n,k", [(16, 1), (32, 5), (48, 64), (16, 300)])
+def test_gemm_packed_matches_float64_product(m, n, k):
+    rng = np.random.default_rng(m * 1000 + n + k)
+    big = rng.standard_normal((2 * m, k + 3)).astype(np.float32)
+    a = big[::2, 1:k + 1]                        # strided rows, contiguous columns
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bp = np.empty(n * k, np.float32)
+    K.pack_panels(w, bp)
+    bp_t = np.empty(n * k, np.float32)
+    K.pack_panels(np.asfortranarray(w), bp_t)     # the other stride order: same panels
+    np.testing.assert_array_equal(bp_t, bp)
+    out = np.empty((m, n), np.float32)
+    assert K.gemm_packed(a, bp, out=out) is out
+    want = a.astype(np.float64) @ w.T.astype(np.float64)
+    bound = 4 * k * np.finfo(np.float32).eps * (np.abs(a).astype(np.float64) @ np.abs(w.T).astype(np.float64))
+    assert np.all(np.abs(out - want) <= bound + 1e-30)
+    # a row's result does not depend on the rows around it (4-row tiles and single rows agree)
+    for i in range(m):
+        one = np.empty((1, n), np.float32)
+        K.gemm_packed(a[i:i + 1], bp, one)
+        np.testing.assert_array_equal(one[0], out[i])
+
+
+@packed
+def test_gemm_packed_checks_its_arguments():
+    w = np.ones((16, 4), np.float32)
+    bp = np.empty(64, np.float32)
+    with pytest.raises(ValueError, match="pack_panels: w has shape \\(12, 4\\)"):
+        K.pack_panels(np.ones((12, 4), np.float32), np.empty(48, np.float32))
+    with pytest.raises(TypeError, match="pack_panels: w must be a 2-D float32 array"):
+        K.pack_panels(w.astype(np.float64), bp)
+    with pytest.raises(ValueError, match="pack_panels: out must be float32 with 64 elements"):
+        K.pack_panels(w, np.empty(63, np.float32))
+    K.pack_panels(w, bp)
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError, match="gemm_packed: out must have shape \\(3, 16\\)"):
+        K.gemm_packed(a, bp, np.empty((16, 3), np.float32))
+    with pytest.raises(ValueError, match="gemm_packed: a \\(3, 4\\) must have contiguous columns"):
+        K.gemm_packed(np.ones((4, 3), np.float32).T, bp, np.empty((3, 16), np.float32))
+    with pytest.raises(ValueError, match="gemm_packed: bp"):
+        K.gemm_packed(np.ones((3, 5), np.float32), bp, np.empty((3, 16), np.float32))
+    with pytest.raises(TypeError, match="gemm_packed\\(a, bp, out\\)"):
+        K.gemm_packed(a, bp)
+
+
+@packed
+@pytest.mark.parametrize("b,h", [(4, 16), (5, 16), (11, 4), (8, 32)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_packed_layer_matches_float64_reference(b, h, reverse):
+    """Layers long enough for the packed products (9 steps): float32 kernel path against the
+    float64 NumPy path on the same values, outputs and every input gradient."""
+    n = 9
+    rng = np.random.default_rng(b * 10 + h)
+    xw, h0, c0, w = _layer_inputs(rng, n, b, h, np.float32)
+    sizes = (b,) * n
+    assert rnn._packed_steps(w, n, b, 4 * h)
+    got = rnn._lstm_forward_k(xw, h0, c0, w, None, sizes, reverse)
+    up = [a.astype(np.float64) for a in (xw, h0, c0, w)]
+    want = rnn._lstm_forward(*up, None, sizes, reverse)
+    for g, wt in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5)
+    grads = [_rand(rng, (n * b, h), np.float32), _rand(rng, (b, h), np.float32), None]
+    gk = rnn._lstm_backward_k(grads, got, xw, h0, c0, w, None, sizes, reverse)
+    gn = rnn._lstm_backward([g if g is None else g.astype(np.float64) for g in grads], want, *up,
+                            None, sizes, reverse)
+    for k, (g, wt) in enumerate(zip(gk, gn, strict=True)):
+        if wt is None:
+            assert g is None
+            continue
+        scale = np.abs(wt).max()
+        np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5 * scale, err_msg=f"gradient {k}")
+
+
+@packed
+@pytest.mark.parametrize("batch", [4, 6])
+def test_packed_lstm_module_matches_torch(batch):
+    """nn.LSTM(5, 16), 10 steps, float32 (packed products on both directions) vs PyTorch."""
+    rng = np.random.default_rng(batch + 40)
+    tmod, dmod = torch.nn.LSTM(5, 16, bidirectional=True), dg.nn.LSTM(5, 16, bidirectional=True)
+    x = rng.standard_normal((10, batch, 5))
+    h0, c0 = rng.standard_normal((2, batch, 16)), rng.standard_normal((2, batch, 16))
+    compare_modules(tmod, dmod, [x, h0, c0], "float32", call=lambda m, x, h, c: m(x, (h, c)))
