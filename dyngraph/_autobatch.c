@@ -1119,6 +1119,212 @@ none:
     Py_RETURN_NONE;
 }
 
+
+/* plan(rows, keys, distinct) -> the sources of a gather from several source arrays, in
+   order of first appearance: per source (p0, rows, pos, unique) -- p0 its first member,
+   rows (bytes of intp) the rows it gives or None (the source is one member's own value),
+   pos (start, stop) when its members are contiguous, else bytes of intp, unique: no row
+   is taken twice (distinct, or checked).  rows/keys as scan() returns them.  The Python
+   reference is the several-sources branch of Autobatcher._plan. */
+static int cmp_ssize(const void *x, const void *y) {
+    Py_ssize_t a = *(const Py_ssize_t *)x, b = *(const Py_ssize_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static PyObject *plan(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3 || !PyBytes_Check(a[0]) || !PyBytes_Check(a[1]) ||
+        PyBytes_GET_SIZE(a[0]) != PyBytes_GET_SIZE(a[1]) || PyBytes_GET_SIZE(a[0]) % sizeof(Py_ssize_t)) {
+        PyErr_SetString(PyExc_TypeError, "plan(rows: bytes, keys: bytes, distinct)");
+        return NULL;
+    }
+    int distinct = PyObject_IsTrue(a[2]);
+    if (distinct < 0) return NULL;
+    const Py_ssize_t *rows = (const Py_ssize_t *)PyBytes_AS_STRING(a[0]);
+    const Py_ssize_t *keys = (const Py_ssize_t *)PyBytes_AS_STRING(a[1]);
+    Py_ssize_t B = PyBytes_GET_SIZE(a[0]) / sizeof(Py_ssize_t);
+    Py_ssize_t *src = PyMem_Malloc((B + 1) * sizeof(Py_ssize_t));   /* member -> source */
+    Py_ssize_t *skey = PyMem_Malloc((B + 1) * sizeof(Py_ssize_t));  /* source -> key */
+    Py_ssize_t *cnt = PyMem_Calloc(B + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *buf = PyMem_Malloc((B + 1) * sizeof(Py_ssize_t));
+    PyObject *out = NULL;
+    if (src == NULL || skey == NULL || cnt == NULL || buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t S = 0, last = -1;
+    for (Py_ssize_t i = 0; i < B; i++) {
+        Py_ssize_t s = -1;
+        if (last >= 0 && skey[last] == keys[i]) {
+            s = last;
+        } else {
+            for (Py_ssize_t j = 0; j < S; j++)
+                if (skey[j] == keys[i]) {
+                    s = j;
+                    break;
+                }
+            if (s < 0) {
+                s = S++;
+                skey[s] = keys[i];
+            }
+        }
+        src[i] = s;
+        cnt[s]++;
+        last = s;
+    }
+    out = PyList_New(S);
+    if (out == NULL) goto done;
+    for (Py_ssize_t s = 0; s < S; s++) {
+        /* this source's members, in increasing position */
+        Py_ssize_t m = 0, p0 = -1;
+        for (Py_ssize_t i = 0; i < B; i++)
+            if (src[i] == s) {
+                if (p0 < 0) p0 = i;
+                buf[m++] = i;
+            }
+        PyObject *pos;
+        if (buf[m - 1] - buf[0] == m - 1) {
+            pos = Py_BuildValue("(nn)", buf[0], buf[0] + m);
+        } else {
+            pos = PyBytes_FromStringAndSize((const char *)buf, m * (Py_ssize_t)sizeof(Py_ssize_t));
+        }
+        if (pos == NULL) goto fail;
+        PyObject *rw;
+        int uniq = 1;
+        if (rows[p0] < 0) {
+            rw = Py_NewRef(Py_None);
+        } else {
+            rw = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(Py_ssize_t));
+            if (rw == NULL) {
+                Py_DECREF(pos);
+                goto fail;
+            }
+            Py_ssize_t *r = (Py_ssize_t *)PyBytes_AS_STRING(rw);
+            for (Py_ssize_t k = 0; k < m; k++) r[k] = rows[buf[k]];
+            if (!distinct && m > 1) {
+                /* buf is free again: a sorted copy of the rows */
+                for (Py_ssize_t k = 0; k < m; k++) buf[k] = r[k];
+                qsort(buf, m, sizeof(Py_ssize_t), cmp_ssize);
+                for (Py_ssize_t k = 1; k < m && uniq; k++)
+                    if (buf[k] == buf[k - 1]) uniq = 0;
+            }
+        }
+        PyObject *t = Py_BuildValue("(nNNO)", p0, rw, pos, uniq ? Py_True : Py_False);
+        if (t == NULL) goto fail;
+        PyList_SET_ITEM(out, s, t);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyMem_Free(src);
+    PyMem_Free(skey);
+    PyMem_Free(cnt);
+    PyMem_Free(buf);
+    return out;
+}
+
+/* fill(out, sources, rows, pos) -> True when done: out[pos[s]] = sources[s][rows[s]] for
+   each source (rows[s] None: the source is one row, put at every position), by row copies;
+   False (nothing written) when some array is not a C-contiguous buffer of out's format or
+   an index is out of range -- ops/_batching.gather_p then runs its NumPy code. */
+static int intp_view(PyObject *o, Py_buffer *v) {
+    if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v->itemsize != sizeof(Py_ssize_t) || v->ndim != 1 || v->format == NULL ||
+        strchr("lqn", v->format[strlen(v->format) - 1]) == NULL) {
+        PyBuffer_Release(v);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *fill(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 4) {
+        PyErr_SetString(PyExc_TypeError, "fill(out, sources, rows, pos)");
+        return NULL;
+    }
+    PyObject *srcs = a[1], *rows = a[2], *poss = a[3];
+    if (!PyTuple_Check(srcs) || !PyTuple_Check(rows) || !PyTuple_Check(poss) ||
+        PyTuple_GET_SIZE(srcs) != PyTuple_GET_SIZE(rows) || PyTuple_GET_SIZE(srcs) != PyTuple_GET_SIZE(poss))
+        Py_RETURN_FALSE;
+    Py_buffer ov;
+    if (PyObject_GetBuffer(a[0], &ov, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    int ok = ov.ndim >= 1 && ov.shape[0] > 0 && ov.format != NULL;
+    Py_ssize_t B = ok ? ov.shape[0] : 0, rb = ok ? ov.len / B : 0;
+    Py_ssize_t S = PyTuple_GET_SIZE(srcs);
+    /* two passes: check everything, then copy (nothing is written unless all is valid) */
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        for (Py_ssize_t s = 0; s < S && ok; s++) {
+            Py_buffer sv, rv, pv;
+            int have_r = 0, have_p = 0;
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(srcs, s), &sv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+                PyErr_Clear();
+                ok = 0;
+                break;
+            }
+            ok = sv.format != NULL && strcmp(sv.format, ov.format) == 0 && sv.itemsize == ov.itemsize;
+            PyObject *r = PyTuple_GET_ITEM(rows, s), *p = PyTuple_GET_ITEM(poss, s);
+            Py_ssize_t start = 0, step = 1, np_ = 0;
+            const Py_ssize_t *pidx = NULL, *ridx = NULL;
+            if (ok && PySlice_Check(p)) {
+                Py_ssize_t stop;
+                if (PySlice_Unpack(p, &start, &stop, &step) < 0) {
+                    PyErr_Clear();
+                    ok = 0;
+                } else {
+                    np_ = PySlice_AdjustIndices(B, &start, &stop, step);
+                }
+            } else if (ok) {
+                have_p = intp_view(p, &pv);
+                ok = have_p;
+                if (ok) {
+                    pidx = pv.buf;
+                    np_ = pv.shape[0];
+                }
+            }
+            Py_ssize_t nsrc = 0;
+            if (ok && r == Py_None) {
+                ok = sv.len == rb;
+            } else if (ok) {
+                have_r = intp_view(r, &rv);
+                ok = have_r && rv.shape[0] == np_ && rb > 0 && sv.len % rb == 0;
+                if (ok) {
+                    ridx = rv.buf;
+                    nsrc = sv.len / rb;
+                }
+            }
+            for (Py_ssize_t k = 0; k < np_ && ok; k++) {
+                Py_ssize_t q = pidx ? pidx[k] : start + k * step;
+                if (q < 0 || q >= B) {
+                    ok = 0;
+                    break;
+                }
+                const char *from = (const char *)sv.buf;
+                if (ridx) {
+                    Py_ssize_t row = ridx[k];
+                    if (row < 0 || row >= nsrc) {
+                        ok = 0;
+                        break;
+                    }
+                    from += row * rb;
+                }
+                if (pass == 1) memcpy((char *)ov.buf + q * rb, from, rb);
+            }
+            if (have_r) PyBuffer_Release(&rv);
+            if (have_p) PyBuffer_Release(&pv);
+            PyBuffer_Release(&sv);
+        }
+    }
+    PyBuffer_Release(&ov);
+    if (ok) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -1150,6 +1356,10 @@ static PyMethodDef methods[] = {
     {"late_depths", (PyCFunction)(void (*)(void))late_depths, METH_FASTCALL,
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},
     {"pack", pack, METH_O, "pack(tensors) -> bytearray of their arrays one after the other, or None."},
+    {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
+     "plan(rows, keys, distinct) -> per source (p0, rows, pos, unique), first appearance first."},
+    {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
+     "fill(out, sources, rows, pos) -> True when out[pos[s]] = sources[s][rows[s]] was done."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_autobatch",

@@ -342,3 +342,74 @@ def test_consts_equal_numpy(arrays):
     np.testing.assert_array_equal(got, want)
     got[...] = 0            # writable, and not a view of any member
     assert all(np.array_equal(a, b) for a, b in zip(arrays, [t._data for t in ts], strict=True))
+
+
+@native
+@pytest.mark.parametrize("distinct", [False, True])
+def test_plan_equals_python_reference(distinct):
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        B = int(rng.integers(2, 60))
+        keys = rng.choice(np.array([7, 3, 11, 5], np.intp), size=B)
+        rows = rng.integers(0, 9 if not distinct else 1000, size=B).astype(np.intp)
+        if distinct:
+            rows = rng.permutation(1000)[:B].astype(np.intp)
+        rows[keys == 5] = -1                     # a source that is one member's own value
+        if rng.random() < 0.3:
+            keys = np.sort(keys)                 # contiguous positions
+        a = I._NATIVE.plan(rows.tobytes(), keys.tobytes(), distinct)
+        b = I._plan_py(rows.tobytes(), keys.tobytes(), distinct)
+        assert a == b
+        assert [p0 for p0, *_ in a] == sorted(p0 for p0, *_ in a)     # first appearance
+
+
+def _gather_args(rng, B, contiguous_sources=True):
+    srcs, rows, pos = [], [], []
+    perm = rng.permutation(B)
+    cuts = np.sort(rng.choice(np.arange(1, B), size=2, replace=False))
+    for k, p in enumerate(np.split(perm, cuts)):
+        if k == 2:                               # one member's own value
+            srcs.append(rng.random(5))
+            rows.append(None)
+        else:
+            n = int(rng.integers(3, 9))
+            s = rng.random((n, 5))
+            srcs.append(s if contiguous_sources else np.asfortranarray(s))
+            rows.append(rng.integers(0, n, size=len(p)).astype(np.intp))
+        p = np.sort(p)
+        pos.append(slice(int(p[0]), int(p[0]) + len(p)) if p[-1] - p[0] == len(p) - 1 else p)
+    return srcs, rows, pos
+
+
+@native
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_fill_equals_numpy_gather(contiguous):
+    from dyngraph.ops import _batching
+
+    rng = np.random.default_rng(2)
+    impl = _batching.gather_p._impl if hasattr(_batching.gather_p, "_impl") else _batching.gather_p.impl
+    for _ in range(20):
+        B = int(rng.integers(4, 30))
+        srcs, rows, pos = _gather_args(rng, B, contiguous)
+        kw = {"B": B, "rows": tuple(rows), "pos": tuple(pos), "ns": (0,) * 3, "uniq": (True,) * 3}
+        out = np.full((B, 5), np.nan)
+        done = _batching._FILL(out, tuple(srcs), tuple(rows), tuple(pos))
+        assert done is contiguous
+        saved = _batching._FILL
+        _batching._FILL = None
+        try:
+            want = impl(*srcs, **kw)
+        finally:
+            _batching._FILL = saved
+        if done:
+            np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(impl(*srcs, **kw), want)
+    # an index out of range: nothing written, NumPy raises its error
+    srcs, rows, pos = _gather_args(rng, 10)
+    rows[0] = rows[0].copy()
+    rows[0][0] = 99
+    out = np.zeros((10, 5))
+    assert _batching._FILL(out, tuple(srcs), tuple(rows), tuple(pos)) is False
+    assert not out.any()
+    with pytest.raises(IndexError):
+        impl(*srcs, B=10, rows=tuple(rows), pos=tuple(pos), ns=(0,) * 3, uniq=(True,) * 3)

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._core.interpreter import Interpreter
 from .._core.state import STATE
+from ..ops import _batching
 from ..ops._batching import gather_p, rows_p, split_rows_p
 from ..ops.registry import EMPTY, REGISTRY, Primitive, bind
 from ..tensor import Tensor
@@ -1031,8 +1032,7 @@ class Autobatcher(Interpreter):
             k = None
         elif memo.get("nodes") == nodes:          # identity per member
             return self._apply_plan(memo["plan"], memo["results"], k)
-        plan = self._plan(results, refs, B, distinct, np.frombuffer(rows, np.intp),
-                          np.frombuffer(keys, np.intp))
+        plan = self._plan(results, refs, B, distinct, rows, keys)
         if plan is None:
             return None
         if k is not None:
@@ -1047,7 +1047,11 @@ class Autobatcher(Interpreter):
         it).  ``(None, p, index, n, unique)`` for one source (``index`` None: its rows
         in order), else ``(sources, params)``: the member index of each source and the
         params of the one ``gather_p`` call.  ``rows``: each member's row (-1: its node's
-        result is its own value); ``keys``: each member's source array's identity."""
+        result is its own value); ``keys``: each member's source array's identity (both
+        bytes of intp, as ``scan`` gives them)."""
+        rb, kb = rows, keys
+        rows = np.frombuffer(rb, np.intp)
+        keys = np.frombuffer(kb, np.intp)
         if (keys == keys[0]).all():        # one source group
             if rows[0] < 0:                # the same value for every member, unbatched
                 return None
@@ -1058,29 +1062,22 @@ class Autobatcher(Interpreter):
             if n == B and (rows == _arange(B)).all():
                 return (None, 0, None, n, True)
             return (None, 0, _idx(rows), n, distinct or _unique(rows))
-        # several sources: members grouped by source (a stable sort keeps member order
-        # within each), one ``gather_p`` call takes every source's rows
-        order = np.argsort(keys, kind="stable")
-        sk = keys[order]
-        bounds = [0, *(np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist(), B]
+        # several sources, in order of first appearance (each source's members in member
+        # order): one ``gather_p`` call takes every source's rows
         srcs, rws, poss, ns, uq = [], [], [], [], []
-        for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-            pos = order[a:b]
-            p0 = int(pos[0])
-            r = rows[pos]
+        for p0, r, pos, unique in _EV.plan(rb, kb, distinct):
             srcs.append(p0)
-            if r[0] < 0:                   # a member's own value (a group of one)
+            if r is None:                  # a member's own value (a group of one)
                 rws.append(None)
                 ns.append(0)
-                uq.append(True)
             else:
                 res = results[p0]
                 if type(res) is tuple:
                     res = res[refs[p0].k]
-                rws.append(r)
+                rws.append(np.frombuffer(r, np.intp))
                 ns.append(res._data.shape[0])
-                uq.append(distinct or _unique(r))
-            poss.append(slice(p0, p0 + b - a) if int(pos[-1]) - p0 == b - a - 1 else pos)
+            uq.append(unique)
+            poss.append(slice(*pos) if type(pos) is tuple else np.frombuffer(pos, np.intp))
         return (tuple(srcs), {"B": B, "rows": tuple(rws), "pos": tuple(poss), "ns": tuple(ns),
                               "uniq": tuple(uq)})
 
@@ -1221,6 +1218,33 @@ def _scan_py(refs):
                        np.intp, len(refs))
     return (1 if nid == 1 else 2 if nid == len(refs) else 0, nodes, ks.pop() if len(ks) == 1 else -1,
             results, rows.tobytes(), keys.tobytes())
+
+
+def _plan_py(rows, keys, distinct) -> list:
+    """The sources of a gather from several source arrays (C: ``plan``), in order of first
+    appearance: per source ``(p0, rows, pos, unique)`` -- its first member, the rows it
+    gives (bytes of intp; None: the source is one member's own value), its members'
+    positions (``(start, stop)`` when contiguous, else bytes of intp), and whether no row
+    is taken twice.  ``rows``/``keys``: bytes of intp per member, as ``scan`` gives them."""
+    rows = np.frombuffer(rows, np.intp)
+    keys = np.frombuffer(keys, np.intp)
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.intp)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    r = rank[inv.reshape(-1)]
+    order = np.argsort(r, kind="stable")
+    bounds = [0, *(np.flatnonzero(np.diff(r[order])) + 1).tolist(), len(r)]
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        pos = order[a:b]
+        p0 = int(pos[0])
+        pos_out = (p0, p0 + b - a) if int(pos[-1]) - p0 == b - a - 1 else pos.astype(np.intp).tobytes()
+        if rows[p0] < 0:
+            out.append((p0, None, pos_out, True))
+        else:
+            rw = rows[pos]
+            out.append((p0, rw.tobytes(), pos_out, bool(distinct) or _unique(rw)))
+    return out
 
 
 def _group_by_py(todo, late):
@@ -1499,8 +1523,9 @@ def use_native(on: bool = True) -> bool:
         _cells._RECORD_CELL = None
     for name, py in (("scan", _scan_py), ("group_by", _group_by_py), ("assign", _assign_py),
                      ("release", _release_py), ("stale", _stale_py), ("columns", _columns_py),
-                     ("keep", _keep), ("late_depths", _late_depths_py)):
+                     ("keep", _keep), ("late_depths", _late_depths_py), ("plan", _plan_py)):
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
+    _batching._FILL = mod.fill if mod is not None else None
     _Ev.consts = staticmethod(_consts_c if mod is not None else _consts_py)
     return was
 

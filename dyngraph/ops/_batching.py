@@ -70,6 +70,11 @@ rows_p.defbatch(fallback="the scheduler's own gather: it runs outside the lazy i
 rows_backward_p.defbatch(fallback=BACKWARD_ONLY)
 
 
+#: dyngraph._autobatch.fill when the C module is built (autobatch.interpreter.use_native):
+#: gather_p's row copies in C; the NumPy code below stays the reference
+_FILL = None
+
+
 @primitive("autobatch_gather", torch_name="IndexBackward0")
 def gather_p(*sources, B=0, rows=(), pos=(), ns=(), uniq=(), full=True):
     """A group's input assembled from several sources in one call: for each source ``s``,
@@ -90,6 +95,8 @@ def gather_p(*sources, B=0, rows=(), pos=(), ns=(), uniq=(), full=True):
     s0 = sources[0]
     mshape = s0.shape if rows[0] is None else s0.shape[1:]
     out = (np.empty if full else np.zeros)((B, *mshape), dtype=s0.dtype)
+    if _FILL is not None and _FILL(out, sources, rows, pos):
+        return out          # the same copies, row by row in C (dyngraph/_autobatch.c)
     for s, r, p in zip(sources, rows, pos, strict=True):
         if r is None:
             out[p] = s
