@@ -783,6 +783,95 @@ done:
 #endif
 }
 
+/* ==== SGD with momentum (optim/sgd.py): one pass instead of NumPy's four ==== */
+
+/* buf = momentum * buf + g; p -= lr * buf, element by element in the arrays' precision with
+ * the NumPy path's roundings (buf *= m; buf += g; p -= lr * buf: each product and sum
+ * rounded once, no fused multiply-add), so both paths give the same bits; one read of p, g
+ * and buf and one write of p and buf instead of four passes and a temporary. */
+KCLONES static void sgd_momentum_f(Py_ssize_t n, float *restrict p, const float *restrict g,
+                                   float *restrict b, float lr, float m)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float v = b[i] * m;
+        v = v + g[i];
+        b[i] = v;
+        p[i] = p[i] - lr * v;
+    }
+}
+
+KCLONES static void sgd_momentum_d(Py_ssize_t n, double *restrict p, const double *restrict g,
+                                   double *restrict b, double lr, double m)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = b[i] * m;
+        v = v + g[i];
+        b[i] = v;
+        p[i] = p[i] - lr * v;
+    }
+}
+
+/* sgd_momentum(p, g, buf, lr, momentum): p and buf in place; p, g, buf C-contiguous arrays of
+ * one float dtype and size, three separate memories */
+static PyObject *py_sgd_momentum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *kern = "sgd_momentum";
+    static const char *names[] = {"p", "g", "buf"};
+    Py_buffer v[3];
+    int held = 0;
+    PyObject *res = NULL;
+    if (check_nargs(kern, nargs, 5, "p, g, buf, lr, momentum") < 0)
+        return NULL;
+    double lr = PyFloat_AsDouble(args[3]), m = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (; held < 3; held++) {
+        int fl = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held == 1 ? 0 : PyBUF_WRITABLE);
+        if (!PyObject_CheckBuffer(args[held]) || PyObject_GetBuffer(args[held], &v[held], fl) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s C-contiguous float32 or float64 array",
+                         kern, names[held], held == 1 ? "" : " writable");
+            goto done;
+        }
+    }
+    int f32 = v[0].itemsize == 4 && is_fmt(v[0].format, 'f');
+    if (!f32 && !(v[0].itemsize == 8 && is_fmt(v[0].format, 'd'))) {
+        PyErr_Format(PyExc_TypeError, "%s: p must be float32 or float64, got format '%s'", kern,
+                     v[0].format ? v[0].format : "B");
+        goto done;
+    }
+    for (int k = 1; k < 3; k++)
+        if (v[k].itemsize != v[0].itemsize || !is_fmt(v[k].format, f32 ? 'f' : 'd') || v[k].len != v[0].len) {
+            PyErr_Format(PyExc_ValueError, "%s: %s must have p's dtype and size (%zd elements)", kern,
+                         names[k], v[0].len / v[0].itemsize);
+            goto done;
+        }
+    for (int k = 0; k < 3; k++)
+        for (int j = k + 1; j < 3; j++) {
+            const char *a = (const char *)v[k].buf, *b = (const char *)v[j].buf;
+            if (v[0].len && a < b + v[j].len && b < a + v[k].len) {
+                PyErr_Format(PyExc_ValueError, "%s: %s and %s share memory", kern, names[k], names[j]);
+                goto done;
+            }
+        }
+    {
+        Py_ssize_t n = v[0].len / v[0].itemsize;
+        PyThreadState *ts = n >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
+        if (f32)
+            sgd_momentum_f(n, (float *)v[0].buf, (const float *)v[1].buf, (float *)v[2].buf,
+                           (float)lr, (float)m);
+        else
+            sgd_momentum_d(n, (double *)v[0].buf, (const double *)v[1].buf, (double *)v[2].buf, lr, m);
+        if (ts)
+            PyEval_RestoreThread(ts);
+    }
+    res = Py_NewRef(Py_None);
+done:
+    while (held > 0)
+        PyBuffer_Release(&v[--held]);
+    return res;
+}
+
 static PyObject *kw_out;   /* ("out",): the keyword of the product call */
 
 /* The sequence kernels' shared parts: mm is (matmul, a, b, out), called once per step as
@@ -965,6 +1054,9 @@ static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t narg
 /* ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
+    {"sgd_momentum", (PyCFunction)(void (*)(void))py_sgd_momentum, METH_FASTCALL,
+     "sgd_momentum(p, g, buf, lr, momentum): buf = momentum * buf + g; p -= lr * buf, in place\n\n"
+     "(one pass; the same roundings as the NumPy expressions)."},
     {"pack_panels", (PyCFunction)(void (*)(void))py_pack_panels, METH_FASTCALL,
      "pack_panels(w, out): w (N, K) float32 (N a multiple of 16) into out (N * K float32)\n\n"
      "as N / 16 panels of K x 16 (panel p, row k: w[16 p .. 16 p + 15, k]), for gemm_packed."},

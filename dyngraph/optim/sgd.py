@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ._foreach import sgd_foreach
 from .optimizer import Optimizer, _buffer, check_options, grad_of
 
 __all__ = ["SGD"]
+
+# The fused momentum update of dyngraph/_kernels.c, or None (not built, built before it, or
+# DYNGRAPH_PURE_PYTHON: the NumPy lines in _step_group are the reference).
+if os.environ.get("DYNGRAPH_PURE_PYTHON"):
+    _K_SGD = None
+else:
+    try:
+        from .. import _kernels as _K_SGD
+    except ImportError:   # no C compiler at install time
+        _K_SGD = None
+    if _K_SGD is not None and not hasattr(_K_SGD, "sgd_momentum"):
+        _K_SGD = None
+_FUSED_DT = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fusable(d, g, buf, lr, momentum) -> bool:
+    """The compiled momentum update applies: one float dtype, C-contiguous, separate memory,
+    plain-number hyperparameters."""
+    return (type(lr) in (float, int) and type(momentum) in (float, int) and type(g) is np.ndarray
+            and type(d) is np.ndarray
+            and d.dtype in _FUSED_DT and g.dtype == d.dtype and buf.dtype == d.dtype
+            and d.flags.c_contiguous and g.flags.c_contiguous and buf.flags.c_contiguous
+            and g.shape == d.shape and not np.may_share_memory(g, d) and not np.may_share_memory(g, buf))
 
 
 class SGD(Optimizer):
@@ -58,6 +83,11 @@ class SGD(Optimizer):
                     buf = buf_t._data
                 else:
                     buf = buf_t._data
+                    if _K_SGD is not None and dampening == 0 and not nesterov and _fusable(d, g, buf, lr, momentum):
+                        # one compiled pass over p, g and buf with the same roundings as the
+                        # lines below (four NumPy passes and a temporary): ~3x faster
+                        _K_SGD.sgd_momentum(d, g, buf, lr, momentum)
+                        continue
                     buf *= momentum
                     if dampening != 0:
                         buf += (1 - dampening) * g
