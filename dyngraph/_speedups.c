@@ -55,7 +55,7 @@ static int n_tensor_slots = 0, n_node_slots = 0, n_meta_slots = 0;
 
 /* slot offsets of the slots this file reads or writes by name */
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
-static Py_ssize_t n_prim, n_params, n_ne, n_f0, n_n0, n_f1, n_n1, n_fx, n_saved, n_saved_data, n_saved_versions, n_out,
+static Py_ssize_t n_prim, n_params, n_ne, n_f0, n_n0, n_f1, n_n1, n_f2, n_n2, n_fx, n_sn, n_s0, n_s1, n_s2, n_sx, n_saved_data, n_saved_versions, n_out,
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
     p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
@@ -190,12 +190,15 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
 }
 
 /* The edges of a node live flat in its slots (graph.py, Node.__slots__; graph._set_edges is
-   the Python side): _ne inputs, the first two as _f0/_n0 and _f1/_n1 (vertex, output number),
-   the others in the tuple _fx = (f2, n2, f3, n3, ...); a vertex of None means no edge.  A node
-   owns no list or tuple per edge -- one tracked object per node where there were 1 + k. */
+   the Python side): _ne inputs, the first three as _f0/_n0, _f1/_n1, _f2/_n2 (vertex, output
+   number), the others in the tuple _fx = (f3, n3, f4, n4, ...); a vertex of None means no
+   edge.  A node owns no list or tuple per edge -- one tracked object per node where there
+   were 1 + k. */
+#define INLINE_EDGES 3
+
 typedef struct {
     Py_ssize_t n;
-    PyObject *f0, *n0, *f1, *n1, *fx; /* strong references while held */
+    PyObject *f[INLINE_EDGES], *nr[INLINE_EDGES], *fx; /* strong references while held */
 } Edges;
 
 /* the edges of `node` with references held (Python code run meanwhile -- rules, hashes --
@@ -210,33 +213,61 @@ static int edges_get(PyObject *node, Edges *e) {
         return -1;
     }
     PyObject *fx = SLOT(node, n_fx);
-    if (n > 2 ? !PyTuple_CheckExact(fx) || PyTuple_GET_SIZE(fx) != 2 * (n - 2) : fx != Py_None)
+    if (n > INLINE_EDGES ? !PyTuple_CheckExact(fx) || PyTuple_GET_SIZE(fx) != 2 * (n - INLINE_EDGES)
+                         : fx != Py_None)
         return -1;
+    const Py_ssize_t fo[INLINE_EDGES] = {n_f0, n_f1, n_f2}, no[INLINE_EDGES] = {n_n0, n_n1, n_n2};
     e->n = n;
-    e->f0 = Py_NewRef(SLOT(node, n_f0));
-    e->n0 = Py_NewRef(SLOT(node, n_n0));
-    e->f1 = Py_NewRef(SLOT(node, n_f1));
-    e->n1 = Py_NewRef(SLOT(node, n_n1));
+    for (int i = 0; i < INLINE_EDGES; i++) {
+        e->f[i] = Py_NewRef(SLOT(node, fo[i]));
+        e->nr[i] = Py_NewRef(SLOT(node, no[i]));
+    }
     e->fx = Py_NewRef(fx);
     return 0;
 }
 
 static void edges_release(Edges *e) {
-    Py_CLEAR(e->f0);
-    Py_CLEAR(e->n0);
-    Py_CLEAR(e->f1);
-    Py_CLEAR(e->n1);
+    for (int i = 0; i < INLINE_EDGES; i++) {
+        Py_CLEAR(e->f[i]);
+        Py_CLEAR(e->nr[i]);
+    }
     Py_CLEAR(e->fx);
     e->n = 0;
 }
 
 /* vertex (Py_None: no edge) and output number of edge i < e->n; borrowed from e */
 static inline PyObject *edge_fn(const Edges *e, Py_ssize_t i) {
-    return i == 0 ? e->f0 : i == 1 ? e->f1 : PyTuple_GET_ITEM(e->fx, 2 * (i - 2));
+    return i < INLINE_EDGES ? e->f[i] : PyTuple_GET_ITEM(e->fx, 2 * (i - INLINE_EDGES));
 }
 
 static inline PyObject *edge_nr(const Edges *e, Py_ssize_t i) {
-    return i == 0 ? e->n0 : i == 1 ? e->n1 : PyTuple_GET_ITEM(e->fx, 2 * (i - 2) + 1);
+    return i < INLINE_EDGES ? e->nr[i] : PyTuple_GET_ITEM(e->fx, 2 * (i - INLINE_EDGES) + 1);
+}
+
+/* The saved arguments likewise (graph.py, Node.saved): _sn None (nothing saved), FREED, or
+   their number; the first three in _s0.._s2, the others in the tuple _sx.  The number of
+   saved arguments when the slots hold that layout, -1 for None / FREED / another layout. */
+static Py_ssize_t saved_count(PyObject *node) {
+    PyObject *sn = SLOT(node, n_sn);
+    if (!PyLong_CheckExact(sn)) return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(sn);
+    if (n < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyObject *sx = SLOT(node, n_sx);
+    if (n > INLINE_EDGES ? !PyTuple_CheckExact(sx) || PyTuple_GET_SIZE(sx) != n - INLINE_EDGES
+                         : sx != Py_None)
+        return -1;
+    return n;
+}
+
+/* saved argument i < saved_count(node); borrowed */
+static inline PyObject *saved_item(PyObject *node, Py_ssize_t i) {
+    return i == 0   ? SLOT(node, n_s0)
+           : i == 1 ? SLOT(node, n_s1)
+           : i == 2 ? SLOT(node, n_s2)
+                    : PyTuple_GET_ITEM(SLOT(node, n_sx), i - INLINE_EDGES);
 }
 
 static int check_layout(void);
@@ -262,11 +293,13 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_ssize_t *to[] = {&t_data, &t_rg, &t_fn, &t_nr, &t_grad, &t_vc, &t_base, &t_hooks};
     for (int i = 0; i < 8; i++)
         if (slot_offset(tensor, tn[i], to[i]) < 0) return NULL;
-    const char *nn[] = {"prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_fx", "saved",
-                        "saved_data", "saved_versions", "out", "in_meta", "n_out"};
-    Py_ssize_t *no[] = {&n_prim, &n_params, &n_ne, &n_f0, &n_n0, &n_f1, &n_n1, &n_fx, &n_saved,
-                        &n_saved_data, &n_saved_versions, &n_out, &n_in_meta, &n_n_out};
-    for (int i = 0; i < 14; i++)
+    const char *nn[] = {"prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_f2", "_n2", "_fx",
+                        "_sn", "_s0", "_s1", "_s2", "_sx", "saved_data", "saved_versions", "out",
+                        "in_meta", "n_out"};
+    Py_ssize_t *no[] = {&n_prim, &n_params, &n_ne, &n_f0, &n_n0, &n_f1, &n_n1, &n_f2, &n_n2, &n_fx,
+                        &n_sn, &n_s0, &n_s1, &n_s2, &n_sx, &n_saved_data, &n_saved_versions, &n_out,
+                        &n_in_meta, &n_n_out};
+    for (int i = 0; i < 20; i++)
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"_impl", "_quiet_impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
@@ -589,7 +622,8 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
             if (idx >= 0 && idx < n) has_edge[idx] = 0;
         }
     }
-    if (n > 2 && (fx = PyTuple_New(2 * (n - 2))) == NULL) goto fail;
+    if (n > INLINE_EDGES && (fx = PyTuple_New(2 * (n - INLINE_EDGES))) == NULL) goto fail;
+    const Py_ssize_t fo[INLINE_EDGES] = {n_f0, n_f1, n_f2}, no[INLINE_EDGES] = {n_n0, n_n1, n_n2};
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
         PyObject *f = Py_None, *nr = Py_None;
@@ -602,12 +636,12 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
                 nr = SLOT(a, t_nr);
             }
         }
-        if (i < 2) {
-            set_slot(node, i == 0 ? n_f0 : n_f1, f);
-            set_slot(node, i == 0 ? n_n0 : n_n1, nr);
+        if (i < INLINE_EDGES) {
+            set_slot(node, fo[i], f);
+            set_slot(node, no[i], nr);
         } else {
-            PyTuple_SET_ITEM(fx, 2 * (i - 2), Py_NewRef(f));
-            PyTuple_SET_ITEM(fx, 2 * (i - 2) + 1, Py_NewRef(nr));
+            PyTuple_SET_ITEM(fx, 2 * (i - INLINE_EDGES), Py_NewRef(f));
+            PyTuple_SET_ITEM(fx, 2 * (i - INLINE_EDGES) + 1, Py_NewRef(nr));
         }
     }
     if ((ne = PyLong_FromSsize_t(n)) == NULL) goto fail;
@@ -636,26 +670,37 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
                 }
             }
         }
-        int keep_all = 1;
-        for (Py_ssize_t i = 0; i < n; i++) keep_all &= keep[i];
-        PyObject *saved_args = args;
-        if (!keep_all) {
-            saved_args = PyTuple_New(n);
-            if (saved_args == NULL) goto fail;
-            for (Py_ssize_t i = 0; i < n; i++)
-                PyTuple_SET_ITEM(saved_args, i, Py_NewRef(keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None));
-        } else {
-            Py_INCREF(saved_args);
+        /* the saved arguments go in the node's slots (saved_count above; the Node.saved setter
+           builds the same from registry.record's tuple): the args, None where not kept */
+        PyObject *sx = NULL, *sn = NULL;
+        const Py_ssize_t so[INLINE_EDGES] = {n_s0, n_s1, n_s2};
+        if (n > INLINE_EDGES && (sx = PyTuple_New(n - INLINE_EDGES)) == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None;
+            if (i < INLINE_EDGES)
+                set_slot(node, so[i], a);
+            else
+                PyTuple_SET_ITEM(sx, i - INLINE_EDGES, Py_NewRef(a));
+        }
+        if ((sn = PyLong_FromSsize_t(n)) == NULL) {
+            Py_XDECREF(sx);
+            goto fail;
+        }
+        set_slot(node, n_sn, sn);
+        Py_DECREF(sn);
+        if (sx != NULL) {
+            untrack_tuple_if_atomic(sx);
+            set_slot(node, n_sx, sx);
+            Py_DECREF(sx);
         }
         PyObject *dl = PyList_New(n), *vl = PyList_New(n);
         if (dl == NULL || vl == NULL) {
             Py_XDECREF(dl);
             Py_XDECREF(vl);
-            Py_DECREF(saved_args);
             goto fail;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *a = PyTuple_GET_ITEM(saved_args, i);
+            PyObject *a = saved_item(node, i);
             PyList_SET_ITEM(dl, i, Py_NewRef(keep[i] ? datas[i] : Py_None));
             PyObject *v;
             if (PyObject_TypeCheck(a, TensorType)) {
@@ -664,7 +709,6 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
                 if (v == NULL) {
                     Py_DECREF(dl);
                     Py_DECREF(vl);
-                    Py_DECREF(saved_args);
                     goto fail;
                 }
             } else {
@@ -672,20 +716,14 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
             }
             PyList_SET_ITEM(vl, i, v);
         }
-        untrack_tuple_if_atomic(saved_args);
-        set_slot(node, n_saved, saved_args);
-        Py_DECREF(saved_args);
         untrack_if_atomic(dl);
         untrack_if_atomic(vl);
         set_slot(node, n_saved_data, dl);
         set_slot(node, n_saved_versions, vl);
         Py_DECREF(dl);
         Py_DECREF(vl);
-    } else {
-        set_slot(node, n_saved, Py_None);
-        set_slot(node, n_saved_data, Py_None);
-        set_slot(node, n_saved_versions, Py_None);
     }
+    /* (nothing saved: _sn, saved_data and saved_versions stay None from alloc_none) */
     return node;
 fail:
     Py_XDECREF(node);
@@ -1077,7 +1115,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *gdt = NULL; /* dtype broadcasting rules' gradients are cast to (see below) */
     while (PyList_GET_SIZE(ready) > 0) {
-        Edges E = {0, NULL, NULL, NULL, NULL, NULL}; /* the fast node's, held while it runs */
+        Edges E = {0}; /* the fast node's edges, held while it runs */
         Py_ssize_t last = PyList_GET_SIZE(ready) - 1;
         PyObject *v = Py_NewRef(PyList_GET_ITEM(ready, last));
         if (PyList_SetSlice(ready, last, last + 1, NULL) < 0) {
@@ -1108,10 +1146,12 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             rules = SLOT(prim, p_vjp_rules);
             if (rules == Py_None && SLOT(prim, p_vjp_argnum) != Py_None)
                 argnum_rule = SLOT(prim, p_vjp_argnum);
-            PyObject *sv = SLOT(v, n_saved);
-            fast = (PyTuple_Check(rules) || argnum_rule != NULL) && sv != freed &&
-                   (sv == Py_None || (PyTuple_Check(sv) && PyList_Check(SLOT(v, n_saved_versions)) &&
-                                      PyList_GET_SIZE(SLOT(v, n_saved_versions)) == PyTuple_GET_SIZE(sv)));
+            /* saved arguments: none, or in the slot layout with one version each */
+            PyObject *sv = SLOT(v, n_sn);
+            Py_ssize_t ns = sv == Py_None ? 0 : saved_count(v);
+            fast = (PyTuple_Check(rules) || argnum_rule != NULL) &&
+                   (sv == Py_None || (ns >= 0 && PyList_Check(SLOT(v, n_saved_versions)) &&
+                                      PyList_GET_SIZE(SLOT(v, n_saved_versions)) == ns));
         }
         /* edges in another layout (set directly, not through Node.edges): the general path */
         if (fast && edges_get(v, &E) < 0) fast = 0;
@@ -1141,17 +1181,17 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         }
         /* ---- fast node ---- */
         PyObject *node = v;
-        PyObject *saved = SLOT(node, n_saved);
+        int saved = SLOT(node, n_sn) != Py_None; /* in the slot layout: checked above */
         PyObject *inputs;            /* borrowed sequence of rule inputs */
         PyObject *nones = NULL;
         Py_ssize_t ne = E.n;
-        if (saved != Py_None) {
+        if (saved) {
             PyObject *versions = SLOT(node, n_saved_versions);
-            Py_ssize_t ns = PyTuple_GET_SIZE(saved);
+            Py_ssize_t ns = saved_count(node);
             for (Py_ssize_t i = 0; i < ns; i++) {
                 PyObject *ver = PyList_GET_ITEM(versions, i);
                 if (ver == Py_None) continue;
-                PyObject *a = PyTuple_GET_ITEM(saved, i);
+                PyObject *a = saved_item(node, i);
                 if (!PyObject_TypeCheck(a, TensorType)) continue;
                 PyObject *vc = SLOT(a, t_vc);
                 if (vc == Py_None || !PyList_Check(vc)) continue;
@@ -1340,8 +1380,13 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         Py_XDECREF(nones);
         Py_CLEAR(gdt);
         edges_release(&E);
-        if (!retain && (saved != Py_None || out != Py_None)) {
-            set_slot(node, n_saved, freed);
+        if (!retain && (saved || out != Py_None)) {
+            /* as `node.saved = FREED` (engine._run_node_now): the saved arguments released */
+            set_slot(node, n_sn, freed);
+            set_slot(node, n_s0, Py_None);
+            set_slot(node, n_s1, Py_None);
+            set_slot(node, n_s2, Py_None);
+            set_slot(node, n_sx, Py_None);
             set_slot(node, n_saved_data, Py_None);
             set_slot(node, n_out, Py_None);
         }

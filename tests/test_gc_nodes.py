@@ -1,14 +1,15 @@
 """Graph nodes and the cyclic garbage collector (issue 13, sixth pass).
 
-A node keeps its edges flat in its own slots (``_ne``, ``_f0``/``_n0``, ``_f1``/``_n1``,
-``_fx``) instead of a list of ``(fn, nr)`` tuples, so a recorded op leaves 2-3 GC-tracked
-objects (tensor, node, the saved inputs) where it left 4-6.  These tests check that
+A node keeps its edges flat in its own slots (``_ne``, ``_f0``/``_n0`` .. ``_f2``/``_n2``,
+``_fx``) instead of a list of ``(fn, nr)`` tuples, and its saved arguments likewise (``_sn``,
+``_s0`` .. ``_s2``, ``_sx``) instead of a tuple, so a recorded op of up to three inputs leaves
+2 GC-tracked objects (its tensor and its node) where it left 4-7.  These tests check that
 
 * the C bind and the Python reference build the same slots, and ``node.edges`` /
-  ``next_functions`` read as before (also for nodes built in Python: custom Functions,
-  checkpoint, more than two inputs);
+  ``node.saved`` / ``next_functions`` read as before (also for nodes built in Python: custom
+  Functions, more than three inputs);
 * cycles through nodes are still collected -- hooks closing over outputs, custom Functions'
-  ctx, retain_grad, in-place ops, ``create_graph`` gradients, nodes with more than two inputs;
+  ctx, retain_grad, in-place ops, ``create_graph`` gradients, nodes with more than three inputs;
 * the number of tracked objects per recorded op does not grow back.
 """
 
@@ -21,23 +22,28 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from dyngraph.autograd.graph import AccumulateGrad, Node
+from dyngraph.autograd.graph import FREED, AccumulateGrad, Node
 from dyngraph.ops import registry
 from dyngraph.ops.elementwise import add_p, mul_p, tanh_p
+from dyngraph.ops.nn import linear_p
 from dyngraph.ops.shape import cat_p
 
 C_BIND = registry.bind is not registry._bind_py
 needs_c = pytest.mark.skipif(not C_BIND, reason="C accelerator not active")
-EDGE_SLOTS = ("_ne", "_f0", "_n0", "_f1", "_n1", "_fx")
 
 
 def _slots(node, names):
-    """The edge slots of ``node`` with vertices replaced by labels from ``names`` (id -> name)."""
+    """The edge and saved slots of ``node``, objects replaced by labels from ``names`` (id ->
+    name; numbers kept)."""
     def lab(v):
-        return None if v is None else names.get(id(v), type(v).__name__)
-    fx = node._fx
-    return (node._ne, lab(node._f0), node._n0, lab(node._f1), node._n1,
-            None if fx is None else tuple(lab(v) if k % 2 == 0 else v for k, v in enumerate(fx)))
+        if v is None or isinstance(v, (int, float)):
+            return v
+        return names.get(id(v), type(v).__name__)
+    fx, sx = node._fx, node._sx
+    return (node._ne, lab(node._f0), node._n0, lab(node._f1), node._n1, lab(node._f2), node._n2,
+            None if fx is None else tuple(lab(v) for v in fx),
+            node._sn, lab(node._s0), lab(node._s1), lab(node._s2),
+            None if sx is None else tuple(lab(v) for v in sx))
 
 
 def _calls():
@@ -48,8 +54,11 @@ def _calls():
         ("add node+const", add_p, lambda a, b, c, h: (h, c), {}),       # c: no grad -> None edge
         ("add scalar", add_p, lambda a, b, c, h: (2.0, h), {}),
         ("cat 2", cat_p, lambda a, b, c, h: (a, b), {"dim": 0}),
-        ("cat 3", cat_p, lambda a, b, c, h: (a, c, h), {"dim": 0}),     # _fx holds input 2
-        ("cat 5", cat_p, lambda a, b, c, h: (c, a, h, c, b), {"dim": 0}),
+        ("cat 3", cat_p, lambda a, b, c, h: (a, c, h), {"dim": 0}),     # three inline edges
+        ("cat 5", cat_p, lambda a, b, c, h: (c, a, h, c, b), {"dim": 0}),  # _fx: inputs 3, 4
+        ("linear", linear_p, lambda a, b, c, h: (h.unsqueeze(0), b.expand(2, 3), a[:2]), {}),
+        ("mul saves both", mul_p, lambda a, b, c, h: (h, b), {}),
+        ("mul by number", mul_p, lambda a, b, c, h: (h, 2.0), {}),     # saves (None, 2.0)
     ]
 
 
@@ -68,8 +77,11 @@ def test_c_bind_and_python_record_build_the_same_edge_slots(case):
     nc, np_ = out_c.grad_fn, out_p.grad_fn
     assert type(nc._ne) is int and type(np_._ne) is int
     assert _slots(nc, names) == _slots(np_, names), name
-    assert (nc._fx is None) == (len(args) <= 2)
+    assert (nc._fx is None) == (len(args) <= 3)
     assert nc.edges == np_.edges      # the same vertex objects
+    assert (nc.saved is None) == (np_.saved is None)
+    if nc.saved is not None:
+        assert all(x is y for x, y in zip(nc.saved, np_.saved, strict=True))
     assert [(type(f).__name__, nr) for f, nr in nc.next_functions] == \
         [(type(f).__name__, nr) for f, nr in np_.next_functions]
     ga = dg.autograd.grad(out_c.sum(), [a], allow_unused=True, retain_graph=True)
@@ -85,7 +97,7 @@ def test_edges_read_and_write_back_as_before():
     h = dg.tanh(a)
     node = Node(tanh_p, {}, [(a, 0), None, (h.grad_fn, 0), None, (a, 0)])
     assert node._ne == 5 and node._f0 is a and node._n0 == 0 and node._f1 is None
-    assert node._fx == (h.grad_fn, 0, None, None, a, 0)
+    assert node._f2 is h.grad_fn and node._fx == (None, None, a, 0)
     assert node.edges == ((a, 0), None, (h.grad_fn, 0), None, (a, 0))
     nf = node.next_functions
     assert nf[0] == (AccumulateGrad(a), 0) and nf[1] == (None, 0) and nf[2] == (h.grad_fn, 0)
@@ -98,6 +110,24 @@ def test_edges_read_and_write_back_as_before():
     y = a * 2.0
     assert y.grad_fn.edges == ((a, 0), None)
     assert y.grad_fn.next_functions == ((AccumulateGrad(a), 0), (None, 0))
+
+
+def test_saved_reads_and_writes_back_as_before():
+    a = dg.randn(3, requires_grad=True)
+    node = Node(mul_p, {}, [(a, 0), None])
+    assert node.saved is None and node._sn is None
+    for value in [(a,), (a, 2.0), (a, None, a), (a, 1, 2, a, None), ()]:
+        node.saved = value
+        assert node.saved == value and type(node.saved) is tuple and node._sn == len(value)
+        assert (node._sx is None) == (len(value) <= 3)
+    node.saved = [a, 3.0]             # any sequence: read back as a tuple
+    assert node.saved == (a, 3.0)
+    node.saved = FREED
+    assert node.saved is FREED and node.saved_tensors_freed
+    assert node._s0 is None and node._s1 is None and node._sx is None   # references released
+    y = a * a
+    y.sum().backward()
+    assert y.grad_fn.saved is FREED and y.grad_fn._s0 is None
 
 
 def test_backward_through_nodes_with_more_than_two_inputs_matches_torch():
@@ -138,7 +168,7 @@ def _collected(make):
 CYCLES = {
     # a leaf's hook holds an output: leaf -> hooks -> closure -> out -> node -> leaf
     "leaf hook": lambda: _leaf_hook(lambda x: dg.tanh(x)),
-    "leaf hook, node in _fx": lambda: _leaf_hook(lambda x: dg.cat([x * 1.0, x * 2.0, x])),
+    "leaf hook, node in _fx": lambda: _leaf_hook(lambda x: dg.cat([x * 1.0, x * 2.0, x * 3.0, x])),
     "leaf hook, mul saves x": lambda: _leaf_hook(lambda x: x * x),
     # a node's own hook holds its output: node -> post_hooks -> closure -> out -> node
     "node hook": lambda: _node_hook(),
@@ -243,14 +273,19 @@ def test_node_referents_are_the_edge_vertices():
     h = dg.tanh(a)
     refs = gc.get_referents((a * h).grad_fn)
     assert any(r is a for r in refs) and any(r is h.grad_fn for r in refs)
-    n3 = dg.cat([a, h, a]).grad_fn
+    n3 = dg.cat([a, h, a, h]).grad_fn
     refs = gc.get_referents(n3)
-    assert any(r is n3._fx for r in refs) and n3._fx[0] is a
+    assert any(r is n3._fx for r in refs) and n3._fx[0] is h.grad_fn
     assert gc.is_tracked(n3) and gc.is_tracked(n3._fx)
+
+
+_W = dg.randn(4, 16, requires_grad=True)
+_B = dg.randn(4, requires_grad=True)
 
 
 def _tracked_per_call(fn, n=200):
     """GC-tracked objects each call of ``fn`` leaves alive (its result kept)."""
+    fn()             # first call: lazy imports and caches
     gc.collect()
     was = gc.isenabled()
     gc.disable()
@@ -269,9 +304,12 @@ def _tracked_per_call(fn, n=200):
 @pytest.mark.parametrize("name, fn, limit", [
     ("tanh", lambda a, b: dg.tanh(a), 2),                 # tensor, node
     ("a+b", lambda a, b: a + b, 2),
-    ("a*b", lambda a, b: a * b, 3),                       # + the saved (a, b)
+    ("a*b", lambda a, b: a * b, 2),                       # the saved (a, b) in slots too
+    ("a*2", lambda a, b: a * 2.0, 2),
     ("cat of 2", lambda a, b: dg.cat([a, b]), 2),
-    ("cat of 3", lambda a, b: dg.cat([a, b, a]), 3),      # + the _fx tuple
+    ("cat of 3", lambda a, b: dg.cat([a, b, a]), 2),
+    ("cat of 5", lambda a, b: dg.cat([a, b, a, b, a]), 3),  # + the _fx tuple
+    ("linear", lambda a, b: dg.nn.functional.linear(a, _W, _B), 2),      # three inputs inline
     ("x[3]", lambda a, b: a[3], 2),
     ("chunk", lambda a, b: a.chunk(2), 4),                # 2 tensors, node, result tuple
 ])

@@ -37,16 +37,20 @@ class Node:
     # ``out_vc`` (the version counter of a saved output: every tanh/sigmoid/exp node) and
     # ``out_meta`` (multi-output nodes) are slots too: as class defaults they put an instance
     # dict -- one more object tracked by the cyclic GC -- on every such node.
-    # The edges live in six slots instead of a list of ``(fn, nr)`` tuples (1 + k objects the
-    # cyclic GC tracks per node, k = inputs): ``_ne`` the number of inputs, ``_f0``/``_n0``
-    # and ``_f1``/``_n1`` the vertex and output number of the first two (``None``/``None``
-    # where an input has no edge), ``_fx`` the others as one flat tuple
-    # ``(f2, n2, f3, n3, ...)`` (``None`` up to two inputs).  The node itself is tracked and
-    # its slots are traversed, so cycles through edges are still found.  ``node.edges``
-    # gives them as before; the engine and the C accelerator read the slots.
-    __slots__ = ("prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_fx", "saved",
-                 "saved_data", "saved_versions", "out", "in_meta", "n_out", "out_vc", "out_meta",
-                 "__dict__", "__weakref__")
+    # The edges live in slots instead of a list of ``(fn, nr)`` tuples (1 + k objects the
+    # cyclic GC tracks per node, k = inputs): ``_ne`` the number of inputs, ``_f0``/``_n0``,
+    # ``_f1``/``_n1``, ``_f2``/``_n2`` the vertex and output number of the first three
+    # (``None``/``None`` where an input has no edge; three: ``linear(x, W, b)``), ``_fx`` the
+    # others as one flat tuple ``(f3, n3, f4, n4, ...)`` (``None`` up to three inputs).  The
+    # node itself is tracked and its slots are traversed, so cycles through edges are still
+    # found.  ``node.edges`` gives them as before; the engine and the C accelerator read the
+    # slots.  The saved arguments likewise (their tuple was one more tracked object per
+    # saving node): ``_sn`` is None (nothing saved), ``FREED``, or their number, ``_s0``..
+    # ``_s2`` the first three, ``_sx`` the others as a tuple (``None`` up to three);
+    # ``node.saved`` reads and writes them as the tuple it was.
+    __slots__ = ("prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_f2", "_n2", "_fx",
+                 "_sn", "_s0", "_s1", "_s2", "_sx", "saved_data", "saved_versions", "out",
+                 "in_meta", "n_out", "out_vc", "out_meta", "__dict__", "__weakref__")
 
     special = False  # set when hooks / retain_grad / custom backward need the engine's slow path
     pre_hooks = None
@@ -58,7 +62,7 @@ class Node:
         self.prim = prim
         self.params = params
         _set_edges(self, edges)
-        self.saved = None
+        self._sn = self._s0 = self._s1 = self._s2 = self._sx = None
         self.saved_data = None
         self.saved_versions = None
         self.out = None
@@ -90,12 +94,56 @@ class Node:
         e1 = None if f is None else (f, self._n1)
         if ne == 2:
             return (e0, e1)
+        f = self._f2
+        e2 = None if f is None else (f, self._n2)
+        if ne == 3:
+            return (e0, e1, e2)
         x = self._fx
-        return (e0, e1, *[None if x[k] is None else (x[k], x[k + 1]) for k in range(0, len(x), 2)])
+        return (e0, e1, e2,
+                *[None if x[k] is None else (x[k], x[k + 1]) for k in range(0, len(x), 2)])
 
     @edges.setter
     def edges(self, edges) -> None:
         _set_edges(self, edges)
+
+    @property
+    def saved(self):
+        """The arguments the rules read (Tensors, numbers, ``None`` where not kept) as a tuple;
+        ``None`` when nothing is saved, ``FREED`` once a backward pass released them.
+
+        A new tuple on every read (the node stores the items in slots); assign a sequence,
+        ``None`` or ``FREED`` to replace them.
+
+        >>> x = dg.ones(2, requires_grad=True)
+        >>> (x * x).grad_fn.saved[0] is x
+        True
+        """
+        n = self._sn
+        if n is None or n is FREED:
+            return n
+        if n == 2:
+            return (self._s0, self._s1)
+        if n == 1:
+            return (self._s0,)
+        if n == 3:
+            return (self._s0, self._s1, self._s2)
+        if n == 0:
+            return ()
+        return (self._s0, self._s1, self._s2, *self._sx)
+
+    @saved.setter
+    def saved(self, saved) -> None:
+        if saved is None or saved is FREED:
+            self._sn = saved
+            self._s0 = self._s1 = self._s2 = self._sx = None
+            return
+        saved = tuple(saved)
+        n = len(saved)
+        self._sn = n
+        self._s0 = saved[0] if n > 0 else None
+        self._s1 = saved[1] if n > 1 else None
+        self._s2 = saved[2] if n > 2 else None
+        self._sx = saved[3:] if n > 3 else None
 
     # -- PyTorch-compatible introspection ------------------------------------
     def name(self) -> str:
@@ -161,7 +209,7 @@ class Node:
 
     @property
     def saved_tensors_freed(self) -> bool:
-        return self.saved is FREED
+        return self._sn is FREED
 
 
 def _set_edges(node, edges) -> None:
@@ -171,7 +219,7 @@ def _set_edges(node, edges) -> None:
     ``tests/test_gc_nodes.py`` compares): see ``Node.__slots__``.
     """
     ne = len(edges)
-    fns = [None, None, None, None]
+    fns = [None] * 6
     rest = []
     for i, e in enumerate(edges):
         if e is None:
@@ -181,15 +229,15 @@ def _set_edges(node, edges) -> None:
             if f is None:
                 raise ValueError(f"Node edge {i}: the vertex of an edge cannot be None (use None "
                                  "for the whole edge)")
-        if i < 2:
+        if i < 3:
             fns[2 * i] = f
             fns[2 * i + 1] = n
         else:
             rest.append(f)
             rest.append(n)
     node._ne = ne
-    node._f0, node._n0, node._f1, node._n1 = fns
-    node._fx = tuple(rest) if ne > 2 else None
+    node._f0, node._n0, node._f1, node._n1, node._f2, node._n2 = fns
+    node._fx = tuple(rest) if ne > 3 else None
 
 
 class Meta:
