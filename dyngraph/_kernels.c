@@ -1051,6 +1051,93 @@ static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return run_kernel(&ks, args + 1, nargs - 1);
 }
 
+/* ==== cross_entropy and log_softmax (ops/nn.py; the row loops are ce_rows, log_rows) ==== */
+
+/* cross_entropy(x, target, ignore_index, e, s, picked) -> the number of rows whose target is
+   ignore_index.  x (N, C) float32/float64, any strides; target (N,) int64; e (N, C), s and
+   picked (N, 1): C-contiguous outputs of x's dtype (see ce_rows).  A target outside [0, C)
+   that is not ignore_index raises IndexError before anything is written. */
+static PyObject *py_cross_entropy(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *sig = "x, target, ignore_index, e, s, picked";
+    Ctx ctx = {"cross_entropy", -1, -1};
+    Arr a[4];   /* x, e, s, picked */
+    Py_buffer tv;
+    int have_t = 0;
+    Py_ssize_t C;
+    PyObject *res = NULL;
+    memset(a, 0, sizeof a);
+    if (check_nargs("cross_entropy", nargs, 6, sig) < 0
+        || gate_width(&ctx, "e", args[3], 1, &C) < 0)
+        return NULL;
+    long long ign = PyLong_AsLongLong(args[2]);
+    if (ign == -1 && PyErr_Occurred())
+        return NULL;
+    if (get_arr(&ctx, "x", args[0], 0, 0, C, &a[0]) < 0
+        || get_arr(&ctx, "e", args[3], 1, 0, C, &a[1]) < 0
+        || get_arr(&ctx, "s", args[4], 1, 0, 1, &a[2]) < 0
+        || get_arr(&ctx, "picked", args[5], 1, 0, 1, &a[3]) < 0)
+        goto done;
+    if (!PyObject_CheckBuffer(args[1])
+        || PyObject_GetBuffer(args[1], &tv, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "cross_entropy: target must be an int64 array, got %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        goto done;
+    }
+    have_t = 1;
+    if (tv.itemsize != 8 || !(is_fmt(tv.format, 'q') || is_fmt(tv.format, 'l'))
+        || tv.ndim != 1 || tv.shape[0] != ctx.rows
+        || ((uintptr_t)tv.buf) % 8 || tv.strides[0] % 8) {
+        PyErr_Format(PyExc_ValueError, "cross_entropy: target must be an aligned int64 array of "
+                     "shape (%zd,), got format '%s', %d-D", ctx.rows,
+                     tv.format ? tv.format : "B", tv.ndim);
+        goto done;
+    }
+    Py_ssize_t N = ctx.rows, ignored = 0;
+    const char *tb = (const char *)tv.buf;
+    for (Py_ssize_t n = 0; n < N; n++) {
+        long long t = *(const long long *)(tb + n * tv.strides[0]);
+        if (t == ign)
+            ignored++;
+        else if (t < 0 || t >= C) {
+            PyErr_Format(PyExc_IndexError, "cross_entropy: target %lld of row %zd is out of "
+                         "bounds for %zd classes", t, n, C);
+            goto done;
+        }
+    }
+    if (N > 0 && C == 0) {
+        PyErr_SetString(PyExc_ValueError, "cross_entropy: no classes (C == 0)");
+        goto done;
+    }
+    {
+        BEGIN_LOOP(N * C)
+        if (ctx.f32)
+            ce_rows_f(N, C, &a[0], tb, tv.strides[0], ign, &a[1], &a[2], &a[3]);
+        else
+            ce_rows_d(N, C, &a[0], tb, tv.strides[0], ign, &a[1], &a[2], &a[3]);
+        END_LOOP()
+    }
+    res = PyLong_FromSsize_t(ignored);
+done:
+    if (have_t)
+        PyBuffer_Release(&tv);
+    release(a, 4);
+    return res;
+}
+
+/* log_softmax(x, out): out (B, C) <- log_softmax of each row of x (any strides), by
+   cross_entropy's row operations (log_rows) */
+static PyObject *py_log_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const KernSpec spec = {
+        "log_softmax", "x, out", 2, {{"x", 0, 0, 1}, {"out", 1, 0, 1}}, 1, 1, 0, 1,
+        log_rows_d, log_rows_f};
+    return run_kernel(&spec, args, nargs);
+}
+
+/* ==== end of cross_entropy and log_softmax ==== */
+
 /* ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1103,6 +1190,13 @@ static PyMethodDef methods[] = {
      "lstm_cell_hidden_vjp(gr, gates, c, dgates, dc): gradients of lstm_cell_hidden's inputs."},
     {"unary", (PyCFunction)(void (*)(void))py_unary, METH_FASTCALL,
      "unary(name, x, out): out <- exp / tanh / sigmoid of x, or softmax of each row of x, with the kernels' own math."},
+    {"cross_entropy", (PyCFunction)(void (*)(void))py_cross_entropy, METH_FASTCALL,
+     "cross_entropy(x, target, ignore_index, e, s, picked) -> rows ignored.\n\n"
+     "Per row of x (N, C): e <- exp(x - max), s (N, 1) <- its sum, picked (N, 1) <-\n"
+     "(x[n, t] - max) - log(s) (class 0 where t == ignore_index); target (N,) int64."},
+    {"log_softmax", (PyCFunction)(void (*)(void))py_log_softmax, METH_FASTCALL,
+     "log_softmax(x, out): out (B, C) <- log_softmax of each row of x, by cross_entropy's\n"
+     "row operations (the same bits at a target)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1604,6 +1698,126 @@ KCLONES static void NM(unary)(int op, Py_ssize_t B, Py_ssize_t H, Arr *a, void *
         NM(scatter)(&a[1], b, 0, H, p);
     }
 }
+
+/* ==== cross-entropy rows (ops/nn.py cross_entropy_p and log_softmax_p; py_cross_entropy,
+   py_log_softmax) ==== */
+
+/* The helpers are inlined into each target clone of ce_rows / log_rows (left to itself GCC
+ * calls one baseline copy from the AVX2 clone, and the float64 loops ran at SSE2 width). */
+#ifndef KINLINE
+#if defined(__GNUC__)
+#define KINLINE static inline __attribute__((always_inline))
+#else
+#define KINLINE static inline
+#endif
+#endif
+
+/* The maximum of a row in 8 lanes (element j in lane j % 8, then the lanes in a fixed order):
+ * the compiler vectorises it without reassociating, so the result is fixed by the row alone.
+ * NaNs are passed over here (they make the sum, so the loss, NaN below); -inf for a row of
+ * -inf (then x - m is NaN, as NumPy's -inf - -inf). */
+KINLINE T NM(row_max)(const T *xr, Py_ssize_t C)
+{
+    T mv[8];
+    for (int k = 0; k < 8; k++)
+        mv[k] = (T)-INFINITY;
+    Py_ssize_t j = 0;
+    for (; j + 8 <= C; j += 8)
+        for (int k = 0; k < 8; k++)
+            mv[k] = xr[j + k] > mv[k] ? xr[j + k] : mv[k];
+    for (; j < C; j++)
+        mv[0] = xr[j] > mv[0] ? xr[j] : mv[0];
+    T m = mv[0];
+    for (int k = 1; k < 8; k++)
+        m = mv[k] > m ? mv[k] : m;
+    return m;
+}
+
+/* er <- exp(xr - m) (er may be xr); returns their sum, accumulated in double in 8 lanes (as
+ * row_max) and rounded to T once.  float32 terms are exact in double; float64 ones are
+ * summed with a compensation per lane (Kahan: the terms are >= 0), so a row of thousands of
+ * classes stays within ~1 ulp instead of the ~sqrt(C / 8) ulp of plain lane sums. */
+KINLINE T NM(row_exp_sum)(const T *xr, T m, T *er, Py_ssize_t C)
+{
+    Py_ssize_t j;
+    for (j = 0; j < C; j++)
+        er[j] = KEXP(xr[j] - m);
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, cmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (sizeof(T) == sizeof(float)) {
+        for (j = 0; j + 8 <= C; j += 8)
+            for (int k = 0; k < 8; k++)
+                acc[k] += (double)er[j + k];
+    } else {
+        for (j = 0; j + 8 <= C; j += 8)
+            for (int k = 0; k < 8; k++) {
+                double y = (double)er[j + k] - cmp[k], t = acc[k] + y;
+                cmp[k] = (t - acc[k]) - y;
+                acc[k] = t;
+            }
+    }
+    for (; j < C; j++)
+        acc[0] += (double)er[j];
+    double a = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    double c = ((cmp[0] + cmp[1]) + (cmp[2] + cmp[3])) + ((cmp[4] + cmp[5]) + (cmp[6] + cmp[7]));
+    return (T)(a - c);
+}
+
+/* log(s) in T: in double, rounded once (float32: a correctly rounded logf but for rare ties) */
+KINLINE T NM(row_log)(T s) { return (T)log((double)s); }
+
+/* Per row n of x (N, C): m = row_max, e[n] <- exp(x[n] - m), s[n] <- row_exp_sum,
+ * pk[n] <- (x[n, t] - m) - log(s[n]) with t = target[n] (class 0 for a row whose target is
+ * ign: the reference path picks there too).  log_rows gives every class's (x - m) - log(s)
+ * by the same operations, so log_softmax picked at t has the same bits (the composition
+ * nll_loss(log_softmax(x)) and this fused loss agree exactly).  Each row's results depend on
+ * that row alone, so an eager call and the same row inside a batched block (dg.autobatch
+ * stacks rows) give the same bits.  A +inf or an all -inf row gives NaN through inf - inf,
+ * as in the reference.  Targets were checked by the caller (0 <= t < C or t == ign). */
+KCLONES static void NM(ce_rows)(Py_ssize_t N, Py_ssize_t C, const Arr *x, const char *tb,
+                                Py_ssize_t ts, long long ign, Arr *e, Arr *s, Arr *pk)
+{
+    for (Py_ssize_t n = 0; n < N; n++) {
+        const char *xrow = x->buf + n * x->s0;
+        T *er = (T *)(e->buf + n * e->s0);
+        const T *xr;
+        if (x->s1 == (Py_ssize_t)sizeof(T))
+            xr = (const T *)xrow;
+        else {                       /* a strided row: copied into its e row, then done in place */
+            NM(gather)(x, n, 0, C, er);
+            xr = er;
+        }
+        T m = NM(row_max)(xr, C);
+        long long t = *(const long long *)(tb + n * ts);
+        if (t == ign)
+            t = 0;
+        T xt = *(const T *)(xrow + (Py_ssize_t)t * x->s1);   /* before er (maybe xr) is overwritten */
+        T st = NM(row_exp_sum)(xr, m, er, C);
+        *(T *)(s->buf + n * s->s0) = st;
+        *(T *)(pk->buf + n * pk->s0) = (xt - m) - NM(row_log)(st);
+    }
+}
+
+/* log_softmax of each row of x (B, H) into out; a: x, out; vbuf: H elements (strided rows) */
+KCLONES static void NM(log_rows)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, void *vbuf)
+{
+    (void)flag;
+    for (Py_ssize_t b = 0; b < B; b++) {
+        T *o = (T *)(a[1].buf + b * a[1].s0);
+        const T *xr;
+        if (a[0].s1 == (Py_ssize_t)sizeof(T))
+            xr = (const T *)(a[0].buf + b * a[0].s0);
+        else {
+            NM(gather)(&a[0], b, 0, H, (T *)vbuf);
+            xr = (const T *)vbuf;
+        }
+        T m = NM(row_max)(xr, H);
+        T ls = NM(row_log)(NM(row_exp_sum)(xr, m, o, H));
+        for (Py_ssize_t j = 0; j < H; j++)
+            o[j] = (xr[j] - m) - ls;
+    }
+}
+
+/* ==== end of the cross-entropy rows ==== */
 
 #undef T
 #undef NM
