@@ -413,3 +413,27 @@ def test_fill_equals_numpy_gather(contiguous):
     assert not out.any()
     with pytest.raises(IndexError):
         impl(*srcs, B=10, rows=tuple(rows), pos=tuple(pos), ns=(0,) * 3, uniq=(True,) * 3)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_first_cell_call_counts_one_consumer(on):
+    """Tracing a cell records its body's calls on the arguments in a sub-interpreter: they
+    are not consumers of the outer nodes.  After the first (traced) call and after a later
+    (recorded) one, each argument's node has exactly one consumer, the cell call."""
+    was = I.use_native(on)
+    try:
+        model = _Model()
+        with dg.autobatch() as ab:
+            for _ in range(2):
+                a = model.emb(dg.tensor([1]))
+                b = model.emb(dg.tensor([2]))
+                h = model.cell(a, b)
+                cell_node = h._data.node
+                for x in (a, b):
+                    assert x._data.node.nuse == 1
+                    assert x._data.node.user == cell_node.seq
+            assert len([t for t in model.cell.__autobatch_cell__.values() if t]) == 1
+            h.sum().item()
+            assert ab.interp.nodes
+    finally:
+        I.use_native(was)

@@ -178,11 +178,18 @@ def _build(interp, fn, name, args, kwargs):
     for j, a in enumerate(args):
         if isinstance(a, Tensor):
             inputs[id(a._data) if type(a._data) is Lazy else id(a)] = j
+    # the body's calls on the arguments are recorded by ``sub`` but are not consumers of
+    # the outer nodes (the cell call is, once, counted by call_cell): their consumer
+    # counts and last consumers are put back after the trace
+    outer = [(a._data.node, a._data.node.nuse, a._data.node.user) for a in args
+             if isinstance(a, Tensor) and type(a._data) is Lazy]
     push(sub)
     try:
         result = fn(*args, **kwargs)
     finally:
         pop(sub)
+        for m, nuse, user in outer:
+            m.nuse, m.user = nuse, user
     multi = isinstance(result, (tuple, list))
     results = tuple(result) if multi else (result,)
     if not results or not all(isinstance(r, Tensor) for r in results):
