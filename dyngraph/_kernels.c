@@ -1138,6 +1138,83 @@ static PyObject *py_log_softmax(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* ==== end of cross_entropy and log_softmax ==== */
 
+/* ==== plain SGD step (optim/sgd.py, no momentum): p -= lr * g in one pass ==== */
+
+/* p[i] - lr * g[i] with the NumPy line's roundings (`d -= lr * g`: the product rounded, then
+ * the difference; no fused multiply-add), so both paths give the same bits; one read of p
+ * and g and one write of p instead of a temporary array written and read again. */
+KCLONES static void sgd_step_f(Py_ssize_t n, float *restrict p, const float *restrict g, float lr)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        p[i] = p[i] - lr * g[i];
+}
+
+KCLONES static void sgd_step_d(Py_ssize_t n, double *restrict p, const double *restrict g, double lr)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        p[i] = p[i] - lr * g[i];
+}
+
+/* sgd_step(p, g, lr): p in place; p (writable) and g C-contiguous arrays of one float dtype
+ * and size, separate memories */
+static PyObject *py_sgd_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *kern = "sgd_step";
+    Py_buffer v[2];
+    int held = 0;
+    PyObject *res = NULL;
+    if (check_nargs(kern, nargs, 3, "p, g, lr") < 0)
+        return NULL;
+    double lr = PyFloat_AsDouble(args[2]);
+    if (lr == -1.0 && PyErr_Occurred())
+        return NULL;
+    for (; held < 2; held++) {
+        int fl = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held == 0 ? PyBUF_WRITABLE : 0);
+        if (!PyObject_CheckBuffer(args[held]) || PyObject_GetBuffer(args[held], &v[held], fl) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s C-contiguous float32 or float64 array",
+                         kern, held ? "g" : "p", held ? "" : " writable");
+            goto done;
+        }
+    }
+    int f32 = v[0].itemsize == 4 && is_fmt(v[0].format, 'f');
+    if (!f32 && !(v[0].itemsize == 8 && is_fmt(v[0].format, 'd'))) {
+        PyErr_Format(PyExc_TypeError, "%s: p must be float32 or float64, got format '%s'", kern,
+                     v[0].format ? v[0].format : "B");
+        goto done;
+    }
+    if (v[1].itemsize != v[0].itemsize || !is_fmt(v[1].format, f32 ? 'f' : 'd') || v[1].len != v[0].len) {
+        PyErr_Format(PyExc_ValueError, "%s: g must have p's dtype and size (%zd elements)", kern,
+                     v[0].len / v[0].itemsize);
+        goto done;
+    }
+    {
+        const char *a = (const char *)v[0].buf, *b = (const char *)v[1].buf;
+        if (v[0].len && a < b + v[1].len && b < a + v[0].len) {
+            PyErr_Format(PyExc_ValueError, "%s: p and g share memory", kern);
+            goto done;
+        }
+    }
+    {
+        Py_ssize_t n = v[0].len / v[0].itemsize;
+        PyThreadState *ts = n >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
+        if (f32)
+            sgd_step_f(n, (float *)v[0].buf, (const float *)v[1].buf, (float)lr);
+        else
+            sgd_step_d(n, (double *)v[0].buf, (const double *)v[1].buf, lr);
+        if (ts)
+            PyEval_RestoreThread(ts);
+    }
+    res = Py_NewRef(Py_None);
+done:
+    while (held > 0)
+        PyBuffer_Release(&v[--held]);
+    return res;
+}
+
+/* ==== end of the plain SGD step ==== */
+
+
 /* ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1197,6 +1274,8 @@ static PyMethodDef methods[] = {
     {"log_softmax", (PyCFunction)(void (*)(void))py_log_softmax, METH_FASTCALL,
      "log_softmax(x, out): out (B, C) <- log_softmax of each row of x, by cross_entropy's\n"
      "row operations (the same bits at a target)."},
+    {"sgd_step", (PyCFunction)(void (*)(void))py_sgd_step, METH_FASTCALL,
+     "sgd_step(p, g, lr): p -= lr * g in place, in one pass (the NumPy line's roundings)."},
     {NULL, NULL, 0, NULL},
 };
 

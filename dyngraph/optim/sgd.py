@@ -35,6 +35,18 @@ def _fusable(d, g, buf, lr, momentum) -> bool:
             and g.shape == d.shape and not np.may_share_memory(g, d) and not np.may_share_memory(g, buf))
 
 
+# The plain step p -= lr * g of dyngraph/_kernels.c (sgd_step), or None as above.
+_K_STEP = _K_SGD if _K_SGD is not None and hasattr(_K_SGD, "sgd_step") else None
+
+
+def _step_fusable(d, g, lr) -> bool:
+    """The compiled plain step applies: one float dtype, C-contiguous, separate memory, a
+    plain-number learning rate."""
+    return (type(lr) in (float, int) and type(g) is np.ndarray and type(d) is np.ndarray
+            and d.dtype in _FUSED_DT and g.dtype == d.dtype and d.flags.c_contiguous
+            and g.flags.c_contiguous and g.shape == d.shape and not np.may_share_memory(g, d))
+
+
 class SGD(Optimizer):
     """SGD with PyTorch's update rule::
 
@@ -101,7 +113,12 @@ class SGD(Optimizer):
                     d -= lr * buf
             else:
                 if g is p._grad._data:
-                    d -= lr * g
+                    if _K_STEP is not None and _step_fusable(d, g, lr):
+                        # one compiled pass with the line below's roundings (same bits): no
+                        # temporary `lr * g` (a fresh multi-MB array per large parameter)
+                        _K_STEP.sgd_step(d, g, lr)
+                    else:
+                        d -= lr * g
                 else:
                     g *= lr
                     d -= g
