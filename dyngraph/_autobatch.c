@@ -1061,65 +1061,6 @@ error:
     return NULL;
 }
 
-/* pack(tensors) -> a bytearray holding the tensors' arrays one after the other, or None
-   when they are not all C-contiguous buffers of one format and shape (the caller then
-   stacks them with NumPy).  The constants of a group (labels, indices): one copy each
-   instead of NumPy's discovery of a list of arrays. */
-static PyObject *pack(PyObject *self, PyObject *ts) {
-    PyObject *seq = PySequence_Fast(ts, "tensors");
-    if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *out = NULL;
-    Py_buffer v0;
-    int have0 = 0;
-    if (n == 0) goto none;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyObject_TypeCheck(t, TensorT)) goto none;
-        PyObject *d = SLOT(t, t_data);
-        if (d == NULL || Py_TYPE(d) == LazyT) goto none;
-        Py_buffer v;
-        if (PyObject_GetBuffer(d, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-            PyErr_Clear();
-            goto none;
-        }
-        if (i == 0) {
-            v0 = v;
-            have0 = 1;
-            if (v.format == NULL || strchr("?bBhHiIlLqQefdgFDG", v.format[strlen(v.format) - 1]) == NULL ||
-                strlen(v.format) > 2 || v.len > PY_SSIZE_T_MAX / n) {
-                goto none;   /* object, structured or unusual formats: NumPy decides */
-            }
-            out = PyByteArray_FromStringAndSize(NULL, v.len * n);
-            if (out == NULL) goto error;
-        } else {
-            int ok = v.len == v0.len && v.ndim == v0.ndim && v.itemsize == v0.itemsize &&
-                     v.format != NULL && strcmp(v.format, v0.format) == 0;
-            for (int k = 0; ok && k < v.ndim; k++) ok = v.shape[k] == v0.shape[k];
-            if (!ok) {
-                PyBuffer_Release(&v);
-                goto none;
-            }
-        }
-        memcpy(PyByteArray_AS_STRING(out) + i * v0.len, v.buf, v0.len);
-        if (i) PyBuffer_Release(&v);
-    }
-    PyBuffer_Release(&v0);
-    Py_DECREF(seq);
-    return out;
-error:
-    if (have0) PyBuffer_Release(&v0);
-    Py_XDECREF(out);
-    Py_DECREF(seq);
-    return NULL;
-none:
-    if (have0) PyBuffer_Release(&v0);
-    Py_XDECREF(out);
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
-}
-
-
 /* plan(rows, keys, distinct) -> the sources of a gather from several source arrays, in
    order of first appearance: per source (p0, rows, pos, unique) -- p0 its first member,
    rows (bytes of intp) the rows it gives or None (the source is one member's own value),
@@ -1355,7 +1296,6 @@ static PyMethodDef methods[] = {
     {"keep", keep, METH_O, "keep(nodes) -> the nodes still pending or with a live pending output."},
     {"late_depths", (PyCFunction)(void (*)(void))late_depths, METH_FASTCALL,
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},
-    {"pack", pack, METH_O, "pack(tensors) -> bytearray of their arrays one after the other, or None."},
     {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
      "plan(rows, keys, distinct) -> per source (p0, rows, pos, unique), first appearance first."},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,

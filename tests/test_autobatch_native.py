@@ -320,30 +320,6 @@ def test_keep_and_late_depths_equal_python_reference():
         ab.__exit__(None, None, None)
 
 
-@pytest.mark.parametrize("arrays", [
-    [np.array([3]), np.array([1]), np.array([4])],
-    [np.array(2.5), np.array(-1.0)],
-    [np.arange(6, dtype=np.float32).reshape(2, 3) + i for i in range(4)],
-    [np.array([True, False]), np.array([False, False])],
-    [np.array([1, 2]), np.array([1.0, 2.0])],            # mixed dtypes: NumPy decides
-    [np.array([1, 2]), np.array([1, 2, 3])],              # ragged: NumPy raises
-    [np.arange(4)[::2], np.arange(2)],                    # a strided view
-])
-def test_consts_equal_numpy(arrays):
-    ts = [dg.Tensor._make(a, False, None, 0) for a in arrays]
-    try:
-        want = I._consts_py(ts)
-    except ValueError:
-        with pytest.raises(ValueError):
-            I._consts_c(ts) if I._NATIVE is not None else I._consts_py(ts)
-        return
-    got = I._consts_c(ts) if I._NATIVE is not None else want
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    got[...] = 0            # writable, and not a view of any member
-    assert all(np.array_equal(a, b) for a, b in zip(arrays, [t._data for t in ts], strict=True))
-
-
 @native
 @pytest.mark.parametrize("distinct", [False, True])
 def test_plan_equals_python_reference(distinct):

@@ -974,7 +974,7 @@ class Autobatcher(Interpreter):
             if not any(map(_RG, ts)):   # constants (labels, indices): one NumPy stack
                 if self.stats is not None:
                     self.stats.gathers += 1
-                return Tensor._make(_EV.consts(ts), False, None, 0), True
+                return Tensor._make(np.array(list(map(_DATA, ts))), False, None, 0), True
         sources: dict = {}
         singles_pos, singles = [], []
         for pos, r in enumerate(refs):
@@ -1308,7 +1308,7 @@ def _columns_py(group, width) -> list:
 
 class _Ev:
     """The per-member loops of an evaluation (``scan``, ``group_by``, ``assign``,
-    ``release``, ``stale``, ``columns``, ``keep``, ``late_depths``, ``consts``): the C
+    ``release``, ``stale``, ``columns``, ``keep``, ``late_depths``, ``plan``): the C
     versions or the Python functions named ``_<name>_py`` here (set by ``use_native``)."""
 
 
@@ -1403,22 +1403,6 @@ def _unuse(args) -> None:
     for a in args:
         if type(a) is Lazy:
             a.node.nuse -= 1
-
-
-def _consts_py(ts):
-    """A group's constant inputs (labels, indices: tensors of one shape and dtype) as one
-    array, member i in row i."""
-    return np.array(list(map(_DATA, ts)))
-
-
-def _consts_c(ts):
-    """``_consts_py`` with the copies made in C (``pack``: one memcpy per member instead of
-    NumPy discovering the shape of a list of arrays, ~3x less for 2,000 labels)."""
-    buf = _NATIVE.pack(ts)
-    if buf is None:
-        return _consts_py(ts)
-    d0 = ts[0]._data
-    return np.frombuffer(buf, d0.dtype).reshape((len(ts), *d0.shape))
 
 
 def _keep(nodes) -> list:
@@ -1526,7 +1510,6 @@ def use_native(on: bool = True) -> bool:
                      ("keep", _keep), ("late_depths", _late_depths_py), ("plan", _plan_py)):
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
     _batching._FILL = mod.fill if mod is not None else None
-    _Ev.consts = staticmethod(_consts_c if mod is not None else _consts_py)
     return was
 
 
