@@ -1266,6 +1266,52 @@ static PyObject *fill(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     Py_RETURN_FALSE;
 }
 
+
+/* pending(nodes, rm, ep) -> (todo, roots) or None: Autobatcher._all_feed's pass -- the
+   pending nodes in order, each marked ep, and how many of them were marked rm (a root);
+   None as soon as a pending node with no consumer is not a root (the caller walks). */
+static PyObject *pending(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3) {
+        PyErr_SetString(PyExc_TypeError, "pending(nodes, rm, ep)");
+        return NULL;
+    }
+    PyObject *nodes = a[0], *ep = a[2];
+    if (list_arg(nodes, "nodes") < 0) return NULL;
+    long rm = PyLong_AsLong(a[1]);
+    if (rm == -1 && PyErr_Occurred()) return NULL;
+    PyObject *todo = PyList_New(0);
+    if (todo == NULL) return NULL;
+    Py_ssize_t roots = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *n = PyList_GET_ITEM(nodes, i);
+        if (Py_TYPE(n) != PNodeT) {
+            PyErr_SetString(PyExc_TypeError, "_autobatch.pending: not a PNode");
+            goto error;
+        }
+        if (SLOT(n, n_result) != Py_None) continue;
+        long m = PyLong_AsLong(SLOT(n, n_mark));
+        if (m == -1 && PyErr_Occurred()) goto error;
+        if (m == rm) {
+            roots++;
+        } else {
+            PyObject *nu = SLOT(n, n_nuse);
+            long c = PyLong_AsLong(nu);
+            if (c == -1 && PyErr_Occurred()) goto error;
+            if (c == 0) {
+                Py_DECREF(todo);
+                Py_RETURN_NONE;
+            }
+        }
+        set_slot(n, n_mark, ep);
+        if (PyList_Append(todo, n) < 0) goto error;
+    }
+    PyObject *r = Py_BuildValue("(Nn)", todo, roots);
+    return r;
+error:
+    Py_DECREF(todo);
+    return NULL;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -1293,6 +1339,8 @@ static PyMethodDef methods[] = {
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(group, width) -> per argument position, every member's argument."},
     {"scan", scan, METH_O, "scan(refs) -> None or (distinct, nodes, k, results, rows, keys)."},
+    {"pending", (PyCFunction)(void (*)(void))pending, METH_FASTCALL,
+     "pending(nodes, rm, ep) -> (todo, roots) or None (Autobatcher._all_feed's pass)."},
     {"keep", keep, METH_O, "keep(nodes) -> the nodes still pending or with a live pending output."},
     {"late_depths", (PyCFunction)(void (*)(void))late_depths, METH_FASTCALL,
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},

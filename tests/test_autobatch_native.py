@@ -413,3 +413,31 @@ def test_first_cell_call_counts_one_consumer(on):
             assert ab.interp.nodes
     finally:
         I.use_native(was)
+
+
+@native
+def test_pending_equals_python_reference():
+    ab, model, loss = _recorded(9)
+    try:
+        interp = ab.interp
+        nodes = list(interp.nodes)
+        root = loss._data.node
+        for rm, ep in ((-50, 50), (-51, 51)):
+            answers = []
+            for fn in (I._NATIVE.pending, I._pending_py):
+                for n in nodes:
+                    n.mark = 0
+                root.mark = rm
+                out = fn(nodes, rm, ep)
+                answers.append((None if out is None else ([nodes.index(n) for n in out[0]], out[1]),
+                                [n.mark for n in nodes]))
+            assert answers[0] == answers[1]
+            assert answers[0][0] is not None and answers[0][0][1] == 1     # loss feeds all
+        extra = model.emb(dg.tensor([4]))             # a pending sink that is not a root
+        nodes = list(interp.nodes)
+        for fn in (I._NATIVE.pending, I._pending_py):
+            root.mark = -52
+            assert fn(nodes, -52, 52) is None
+        del extra
+    finally:
+        ab.__exit__(None, None, None)

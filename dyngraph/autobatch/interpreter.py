@@ -657,18 +657,11 @@ class Autobatcher(Interpreter):
             if r.result is None and r.mark != rm:
                 r.mark = rm
                 nroots += 1
-        todo = []
-        add = todo.append
-        for n in self.nodes:
-            if n.result is None:
-                m = n.mark
-                if m == rm:
-                    nroots -= 1
-                elif n.nuse == 0:
-                    return False         # a pending sink that is not a root: walk
-                n.mark = ep
-                add(n)
-        if not todo or nroots:       # nothing, or a root not in the list: walk
+        found = _EV.pending(self.nodes, rm, ep)
+        if found is None:            # a pending sink that is not a root: walk
+            return False
+        todo, seen = found
+        if not todo or nroots != seen:   # nothing, or a root not in the list: walk
             return False
         self._todo_all = todo
         return True
@@ -1247,6 +1240,24 @@ def _plan_py(rows, keys, distinct) -> list:
     return out
 
 
+def _pending_py(nodes, rm, ep):
+    """``_all_feed``'s pass (C: ``pending``): the pending nodes in order, each marked
+    ``ep``, and how many were marked ``rm`` (roots): ``(todo, roots)``; None as soon as a
+    pending node with no consumer is not a root."""
+    todo = []
+    add = todo.append
+    roots = 0
+    for n in nodes:
+        if n.result is None:
+            if n.mark == rm:
+                roots += 1
+            elif n.nuse == 0:
+                return None
+            n.mark = ep
+            add(n)
+    return todo, roots
+
+
 def _group_by_py(todo, late):
     """``_execute``'s groups (C: ``group_by``): key ``(depth << 32) | sig`` per node, a
     node's depth ``late.get(node, node.depth)``; ``({key: [nodes]}, [key per node])``."""
@@ -1307,7 +1318,7 @@ def _columns_py(group, width) -> list:
 
 
 class _Ev:
-    """The per-member loops of an evaluation (``scan``, ``group_by``, ``assign``,
+    """The per-member loops of an evaluation (``pending``, ``scan``, ``group_by``, ``assign``,
     ``release``, ``stale``, ``columns``, ``keep``, ``late_depths``, ``plan``): the C
     versions or the Python functions named ``_<name>_py`` here (set by ``use_native``)."""
 
@@ -1505,7 +1516,8 @@ def use_native(on: bool = True) -> bool:
     else:
         Autobatcher.process = Autobatcher._process_py
         _cells._RECORD_CELL = None
-    for name, py in (("scan", _scan_py), ("group_by", _group_by_py), ("assign", _assign_py),
+    for name, py in (("pending", _pending_py), ("scan", _scan_py), ("group_by", _group_by_py),
+                     ("assign", _assign_py),
                      ("release", _release_py), ("stale", _stale_py), ("columns", _columns_py),
                      ("keep", _keep), ("late_depths", _late_depths_py), ("plan", _plan_py)):
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
