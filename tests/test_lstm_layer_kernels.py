@@ -241,3 +241,16 @@ def test_packed_lstm_module_matches_torch(batch):
     x = rng.standard_normal((10, batch, 5))
     h0, c0 = rng.standard_normal((2, batch, 16)), rng.standard_normal((2, batch, 16))
     compare_modules(tmod, dmod, [x, h0, c0], "float32", call=lambda m, x, h, c: m(x, (h, c)))
+
+
+@packed
+@pytest.mark.parametrize("proj", [5, 16])
+def test_packed_backward_with_projection_matches_torch(proj):
+    """proj_size: the backward's per-step product has the projection's width (16: packed, 5:
+    OpenBLAS); 9 steps, batch 4, hidden 32, float32."""
+    rng = np.random.default_rng(proj)
+    tmod = torch.nn.LSTM(5, 32, proj_size=proj)
+    dmod = dg.nn.LSTM(5, 32, proj_size=proj)
+    x = rng.standard_normal((9, 4, 5))
+    h0, c0 = rng.standard_normal((1, 4, proj)), rng.standard_normal((1, 4, 32))
+    compare_modules(tmod, dmod, [x, h0, c0], "float32", call=lambda m, x, h, c: m(x, (h, c)))

@@ -433,8 +433,9 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
     dgates = np.empty(acts.shape, dtype)
     step = _K.lstm_backward
-    # dh = dgates @ W_hh per step from W_hh^T packed once (see _lstm_forward_k)
-    wp = _packed(w_hh.T) if dtype == np.float32 and _packed_steps(w_hh, n, b0, hsz) else None
+    # dh = dgates @ W_hh per step from W_hh^T packed once (see _lstm_forward_k); its width is
+    # W_hh's columns: H, or the projection size
+    wp = _packed(w_hh.T) if dtype == np.float32 and _packed_steps(w_hh, n, b0, w_hh.shape[1]) else None
     for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
