@@ -284,6 +284,24 @@ def test_kernel_errors_name_the_op_and_the_problem():
 
 
 @needs_kernel
+def test_target_and_logit_layouts(monkeypatch):
+    x = _logits((6, 40), np.float32, 30)
+    t = _targets(6, 40, 30)
+    want = cross_entropy_p.impl(x, t, reduction="none")
+    # reversed rows and a reversed, strided target: the same rows, the same bits
+    np.testing.assert_array_equal(cross_entropy_p.impl(x[::-1], t[::-1], reduction="none"),
+                                  want[::-1])
+    t2 = np.repeat(t, 2)[::2]
+    assert t2.strides == (16,)
+    np.testing.assert_array_equal(cross_entropy_p.impl(x, t2, reduction="none"), want)
+    # an ignore_index beyond int64 cannot match an int64 target: NumPy's path, no overflow
+    got = cross_entropy_p.impl(x, t, reduction="none", ignore_index=2 ** 70)
+    ref = _reference(monkeypatch, lambda: cross_entropy_p.impl(x, t, reduction="none",
+                                                               ignore_index=2 ** 70))
+    np.testing.assert_array_equal(got, ref)
+
+
+@needs_kernel
 def test_other_target_dtypes_and_float16_take_the_reference_path(monkeypatch):
     x = _logits((4, 20), np.float32, 2)
     t32 = np.array([0, 5, 2, 1], dtype=np.int32)

@@ -51,6 +51,7 @@ _K_CE = _K if _K is not None and hasattr(_K, "log_softmax") else None
 _KCE_DT = (np.dtype(np.float32),)
 _KCE_MIN_C = 16
 _INT64 = np.dtype(np.int64)
+_I64_LIM = 2 ** 63
 
 
 def _shifted(x, dim):
@@ -537,11 +538,14 @@ def _ce_kernel(x, target, ignore_index):
             or x.shape[1] < _KCE_MIN_C or type(target) is not np.ndarray \
             or target.dtype != _INT64 or target.ndim != 1:
         return None
+    ign = int(ignore_index)
+    if not -_I64_LIM <= ign < _I64_LIM:   # the kernel takes a C long long
+        return None
     n, c = x.shape
     e = np.empty((n, c), x.dtype)
     s = np.empty((n, 1), x.dtype)
     picked = np.empty((n, 1), x.dtype)
-    ignored = _K_CE.cross_entropy(x, target, int(ignore_index), e, s, picked)
+    ignored = _K_CE.cross_entropy(x, target, ign, e, s, picked)
     return e, s, picked.reshape(n), ignored
 
 
