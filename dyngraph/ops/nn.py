@@ -489,7 +489,8 @@ def cross_entropy_p(x, target, reduction="mean", ignore_index=-100, residual=Non
     if x.size == 0:  # no rows or no classes: the composition's empty-input results
         return nll_loss_p.impl(log_softmax_p.impl(x, dim=1), target, None, reduction,
                                ignore_index)
-    k = _ce_kernel(x, target, ignore_index)
+    # (the length test first: short rows, e.g. a per-node (1, 5) loss, skip the call)
+    k = _ce_kernel(x, target, ignore_index) if x.shape[-1] >= _KCE_MIN_C else None
     if k is not None:
         return _ce_loss_k(x, target, reduction, ignore_index, residual, *k)
     e, s, shift = _ce_exp(x)
@@ -597,7 +598,7 @@ def _cross_entropy_vjp(g, out, x, target, reduction="mean", ignore_index=-100, r
             return np.zeros(x.shape, dtype=x.dtype)
         e, s = residual.take() if residual is not None else (None, None)
         if e is None:   # recomputed as the forward computed them (the kernel's, or NumPy's)
-            k = _ce_kernel(x, t, ignore_index)
+            k = _ce_kernel(x, t, ignore_index) if x.shape[-1] >= _KCE_MIN_C else None
             e, s = k[:2] if k is not None else _ce_exp(x)[:2]
         if n == 1 and reduction != "none" and s.size == 1 and t[0] != ignore_index:
             # one row (a per-item loss): g / 1 is g, so the same bits as below, fewer calls
