@@ -330,3 +330,20 @@ def test_multi_output_metadata_is_untracked_and_unchanged():
     (parts[0] * parts[2]).sum().backward()
     np.testing.assert_array_equal(a.grad.numpy(), np.r_[a.detach().numpy()[4:], 0, 0,
                                                          a.detach().numpy()[:2]])
+
+
+@needs_c
+def test_edges_written_around_the_setter_are_reported_not_misread():
+    """The C discovery reads the slot layout only; a layout written around ``Node.edges``
+    (here a list where the tuple goes) is an error naming the node, never a misread."""
+    xs = [dg.randn(3, requires_grad=True) for _ in range(4)]
+    y = dg.cat(xs).sum()
+    node = y.grad_fn.edges[0][0]          # the cat node: four inputs, one in _fx
+    assert node._fx == (xs[3], 0)
+    node._fx = [xs[3], 0]
+    with pytest.raises(TypeError, match="not in Node's layout"):
+        y.backward()
+    node.edges = node.edges               # written back through the setter: usable again
+    y.backward()
+    for x in xs:
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones(3, np.float32))

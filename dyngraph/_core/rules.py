@@ -31,7 +31,7 @@ def node_rule_inputs(node, create_graph: bool):
     if saved is not None:
         return saved if create_graph else node.saved_data
     meta = node.in_meta
-    return meta if meta is not None else (None,) * len(node.edges)
+    return meta if meta is not None else (None,) * node._ne   # (the edges live in slots)
 
 
 def rule_inputs(prim, args) -> tuple:
