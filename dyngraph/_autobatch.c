@@ -25,6 +25,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 
 static PyTypeObject *LazyT = NULL, *TensorT = NULL, *PNodeT = NULL, *TemplateT = NULL,
                     *AutobatcherT = NULL, *PrimitiveT = NULL;
@@ -1312,6 +1313,58 @@ error:
     return NULL;
 }
 
+
+/* users(group) -> bytes of int64: every member's last recorded consumer (n.user) */
+static PyObject *users(PyObject *self, PyObject *group) {
+    if (list_arg(group, "group") < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) return NULL;
+    int64_t *u = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(group, i);
+        PyObject *v = Py_TYPE(node) == PNodeT ? SLOT(node, n_user) : NULL;
+        long long x = v == NULL ? -1 : PyLong_AsLongLong(v);
+        if (v == NULL || (x == -1 && PyErr_Occurred())) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_autobatch.users: not a PNode");
+            Py_DECREF(out);
+            return NULL;
+        }
+        u[i] = (int64_t)x;
+    }
+    return out;
+}
+
+/* assign_pieces(group, pieces, piece_of, rows): member i's result = pieces[piece_of[i]],
+   its row = rows[i] (Autobatcher._split, after cutting a group by reader) */
+static PyObject *assign_pieces(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 4) {
+        PyErr_SetString(PyExc_TypeError, "assign_pieces(group, pieces, piece_of, rows)");
+        return NULL;
+    }
+    PyObject *group = a[0], *pieces = a[1], *of = a[2], *rows = a[3];
+    if (list_arg(group, "group") < 0 || list_arg(pieces, "pieces") < 0 || list_arg(of, "piece_of") < 0 ||
+        list_arg(rows, "rows") < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group), np_ = PyList_GET_SIZE(pieces);
+    if (PyList_GET_SIZE(of) != n || PyList_GET_SIZE(rows) != n) {
+        PyErr_SetString(PyExc_ValueError, "_autobatch.assign_pieces: lengths differ");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyList_GET_ITEM(group, i);
+        Py_ssize_t p = PyLong_AsSsize_t(PyList_GET_ITEM(of, i));
+        if (p == -1 && PyErr_Occurred()) return NULL;
+        if (Py_TYPE(node) != PNodeT || p < 0 || p >= np_) {
+            PyErr_SetString(PyExc_ValueError, "_autobatch.assign_pieces: not a PNode, or no such piece");
+            return NULL;
+        }
+        set_slot(node, n_result, PyList_GET_ITEM(pieces, p));
+        set_slot(node, n_row, PyList_GET_ITEM(rows, i));
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -1341,6 +1394,9 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_O, "scan(refs) -> None or (distinct, nodes, k, results, rows, keys)."},
     {"pending", (PyCFunction)(void (*)(void))pending, METH_FASTCALL,
      "pending(nodes, rm, ep) -> (todo, roots) or None (Autobatcher._all_feed's pass)."},
+    {"users", users, METH_O, "users(group) -> bytes of int64: each member's last consumer."},
+    {"assign_pieces", (PyCFunction)(void (*)(void))assign_pieces, METH_FASTCALL,
+     "assign_pieces(group, pieces, piece_of, rows): results and rows after a split."},
     {"keep", keep, METH_O, "keep(nodes) -> the nodes still pending or with a live pending output."},
     {"late_depths", (PyCFunction)(void (*)(void))late_depths, METH_FASTCALL,
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},

@@ -441,3 +441,20 @@ def test_pending_equals_python_reference():
         del extra
     finally:
         ab.__exit__(None, None, None)
+
+
+@native
+def test_users_and_assign_pieces_equal_python_reference():
+    results = []
+    pieces = [dg.zeros(1), dg.zeros(2), dg.zeros(3)]
+    for users, assign in ((I._NATIVE.users, I._NATIVE.assign_pieces), (I._users_py, I._assign_pieces_py)):
+        nodes = _bare(7)
+        for i, n in enumerate(nodes):
+            n.user = 100 - 3 * i if i != 2 else -1
+        u = users(nodes)
+        assign(nodes, pieces, [2, 0, 1, 1, 0, 2, 2], [0, 0, 0, 1, 1, 1, 2])
+        results.append((u, [(next(k for k, p in enumerate(pieces) if p is n.result), n.row) for n in nodes]))
+    assert results[0] == results[1]
+    assert np.frombuffer(results[0][0], np.int64).tolist() == [100, 97, -1, 91, 88, 85, 82]
+    with pytest.raises(ValueError):
+        I._NATIVE.assign_pieces(_bare(2), pieces, [0, 3], [0, 0])

@@ -819,7 +819,7 @@ class Autobatcher(Interpreter):
                                                       group[-1].user - s0)}
         if len(k3) == 1:
             return
-        u = np.fromiter(map(_USER, group), np.int64, B) - s0
+        u = np.frombuffer(_EV.users(group), np.int64) - s0
         ok = (u >= 0) & (u < len(gk))
         keys = np.where(ok, gk[np.where(ok, u, 0)], -1)
         order = np.argsort(keys, kind="stable")
@@ -845,9 +845,7 @@ class Autobatcher(Interpreter):
         for i in idx:
             rows[i] = _arange(len(i))
         piece_of = np.repeat(np.arange(len(idx)), sizes)[np.argsort(order, kind="stable")]
-        for n, p, r in zip(group, piece_of.tolist(), rows.tolist(), strict=True):
-            n.result = pieces[p]
-            n.row = r
+        _EV.assign_pieces(group, pieces, piece_of.tolist(), rows.tolist())
 
     def _stack_gathered(self, n) -> bool:
         """``stack`` (or ``cat`` along dim 0) of many equal-shaped values (a loss list, the
@@ -1258,6 +1256,19 @@ def _pending_py(nodes, rm, ep):
     return todo, roots
 
 
+def _users_py(group) -> bytes:
+    """Every member's last recorded consumer, bytes of int64 (C: ``users``)."""
+    return np.fromiter(map(_USER, group), np.int64, len(group)).tobytes()
+
+
+def _assign_pieces_py(group, pieces, piece_of, rows) -> None:
+    """After a split: member i's result is ``pieces[piece_of[i]]``, its row ``rows[i]``
+    (C: ``assign_pieces``)."""
+    for n, p, r in zip(group, piece_of, rows, strict=True):
+        n.result = pieces[p]
+        n.row = r
+
+
 def _group_by_py(todo, late):
     """``_execute``'s groups (C: ``group_by``): key ``(depth << 32) | sig`` per node, a
     node's depth ``late.get(node, node.depth)``; ``({key: [nodes]}, [key per node])``."""
@@ -1319,7 +1330,8 @@ def _columns_py(group, width) -> list:
 
 class _Ev:
     """The per-member loops of an evaluation (``pending``, ``scan``, ``group_by``, ``assign``,
-    ``release``, ``stale``, ``columns``, ``keep``, ``late_depths``, ``plan``): the C
+    ``release``, ``stale``, ``columns``, ``keep``, ``late_depths``, ``plan``, ``users``,
+    ``assign_pieces``): the C
     versions or the Python functions named ``_<name>_py`` here (set by ``use_native``)."""
 
 
@@ -1519,7 +1531,8 @@ def use_native(on: bool = True) -> bool:
     for name, py in (("pending", _pending_py), ("scan", _scan_py), ("group_by", _group_by_py),
                      ("assign", _assign_py),
                      ("release", _release_py), ("stale", _stale_py), ("columns", _columns_py),
-                     ("keep", _keep), ("late_depths", _late_depths_py), ("plan", _plan_py)):
+                     ("keep", _keep), ("late_depths", _late_depths_py), ("plan", _plan_py),
+                     ("users", _users_py), ("assign_pieces", _assign_pieces_py)):
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
     _batching._FILL = mod.fill if mod is not None else None
     return was
