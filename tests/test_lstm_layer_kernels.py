@@ -254,3 +254,38 @@ def test_packed_backward_with_projection_matches_torch(proj):
     x = rng.standard_normal((9, 4, 5))
     h0, c0 = rng.standard_normal((1, 4, proj)), rng.standard_normal((1, 4, 32))
     compare_modules(tmod, dmod, [x, h0, c0], "float32", call=lambda m, x, h, c: m(x, (h, c)))
+
+
+@packed
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("batch", [4, 7])
+def test_packed_gru_module_matches_torch(bias, batch):
+    """nn.GRU(5, 16), 10 steps, float32: the packed per-step products of gru_sequence and
+    the GRU backward (both directions) vs PyTorch, values and gradients."""
+    rng = np.random.default_rng(batch + 7 * bias)
+    tmod = torch.nn.GRU(5, 16, bias=bias, bidirectional=True)
+    dmod = dg.nn.GRU(5, 16, bias=bias, bidirectional=True)
+    x, h0 = rng.standard_normal((10, batch, 5)), rng.standard_normal((2, batch, 16))
+    assert rnn._packed_steps(dmod.weight_hh_l0._data.astype(np.float32), 10, batch, 48)
+    compare_modules(tmod, dmod, [x, h0], "float32")
+
+
+@packed
+@pytest.mark.parametrize("reverse", [False, True])
+def test_packed_gru_layer_matches_float64_reference(reverse):
+    n, b, h = 9, 5, 16
+    rng = np.random.default_rng(21)
+    xw = _rand(rng, (n * b, 3 * h), np.float32, 2.0)
+    h0, w = _rand(rng, (b, h), np.float32), _rand(rng, (3 * h, h), np.float32, 0.5)
+    bh = _rand(rng, (3 * h,), np.float32)
+    sizes = (b,) * n
+    got = rnn._gru_forward_k(xw, h0, w, bh, sizes, reverse)
+    up = [a.astype(np.float64) for a in (xw, h0, w, bh)]
+    want = rnn._gru_forward(*up, sizes, reverse)
+    for g, wt in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5)
+    grads = [_rand(rng, (n * b, h), np.float32), _rand(rng, (b, h), np.float32)]
+    gk = rnn._gru_backward_k(grads, got, xw, h0, w, bh, sizes, reverse)
+    gn = rnn._gru_backward([g.astype(np.float64) for g in grads], want, *up, sizes, reverse)
+    for k, (g, wt) in enumerate(zip(gk, gn, strict=True)):
+        np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5 * np.abs(wt).max(), err_msg=f"gradient {k}")

@@ -648,7 +648,10 @@ def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     if uniform and b0 > 0:
         # equal steps: the whole loop in one call (see _lstm_forward_k); hbuf is the step's h
         hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
-        if transposed:
+        if dtype == np.float32 and _packed_steps(w_hh, n, b0, 3 * hsz):   # see _lstm_forward_k
+            p2 = prod.reshape(b0, 3 * hsz)
+            mm, hw = (_K.gemm_packed, hbuf, _packed(w_hh), p2), p2
+        elif transposed:
             p2 = prod.reshape(3 * hsz, b0)
             mm, hw = (np.matmul, w_hh, hbuf.T, p2), p2.T
         else:
@@ -690,13 +693,21 @@ def _gru_backward_k(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=Fals
     dhw = np.empty(acts.shape, dtype)
     hprev = _prev_all(hs, h0, batch_sizes, reverse)
     step = _K.gru_backward
-    for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
+    n = len(batch_sizes)
+    # dhw @ W_hh per step from W_hh^T packed once (see _lstm_forward_k), into prod, then added
+    packed = dtype == np.float32 and _packed_steps(w_hh, n, batch_sizes[0], w_hh.shape[1])
+    wp = _packed(w_hh.T) if packed else None
+    prod = np.empty(h0.shape, dtype) if packed else None
+    for t in (range(n) if reverse else range(n - 1, -1, -1)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
         dht = dh[:r]
         dw = dhw[sl]
         step(dht, None if ghs is None else ghs[sl], acts[sl], hwn[sl], hprev[sl], dxw[sl], dw, dht)
-        dht += dw @ w_hh
+        if wp is None:
+            dht += dw @ w_hh
+        else:
+            dht += _K.gemm_packed(dw, wp, prod[:r])
     dwh = dhw.T @ hprev
     dbh = dhw.sum(0) if b_hh is not None else None
     return [dxw, dh, dwh, dbh]
