@@ -26,8 +26,10 @@ pass reads; the public wrappers return only the PyTorch-visible outputs.
 
 Gate kernels: when the optional C extension ``dyngraph._kernels`` is built and
 ``DYNGRAPH_PURE_PYTHON`` is not set, each step's pointwise math (and that of the
-``nn.LSTMCell`` nodes and their rules) is one compiled pass instead of ~10-15 NumPy calls;
-the GEMMs stay NumPy's.  The NumPy functions (``_lstm_forward`` ...) are the reference
+``nn.LSTMCell`` nodes and their rules) is one compiled pass instead of ~10-15 NumPy calls.
+The GEMMs stay NumPy's, except the per-step products of float32 LSTM/GRU layers of >= 8
+steps and >= 4 rows, which run from weights packed once per call (``_K.gemm_packed``, see
+:func:`_packed_steps`; OpenBLAS would repack all of ``W_hh`` at every step).  The NumPy functions (``_lstm_forward`` ...) are the reference
 path: same formulas, same order of the products, and the same saved outputs, so either
 path's backward accepts either forward's outputs.
 """
