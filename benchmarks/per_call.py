@@ -33,7 +33,14 @@ def _tensors(T, f64: bool) -> dict:
     lin, emb = T.nn.Linear(128, 128), T.nn.Embedding(100, 128)
     if f64:
         lin, emb = lin.double(), emb.double()
-    return {"a": P(128), "b": P(128), "x": P(10, 128), "row": P(1, 128), "W": P(128, 256),
+    # mpnn_step's shapes (benchmarks/dynamic_models.py): 34 nodes, 68 edges, H = 16
+    gru = T.nn.GRUCell(16, 16)
+    if f64:
+        gru = gru.double()
+    mpnn = {"mh": P(34, 16), "mW": P(68, 16, 16), "mmsg": P(68, 16), "mcol": P(68, 16, 1), "gru": gru,
+            "msrc": T.tensor(rng.integers(0, 34, 68)), "mdst": T.tensor(rng.integers(0, 34, 68)),
+            "mbatch": T.tensor(np.sort(rng.integers(0, 4, 34)))}
+    return {**mpnn, "a": P(128), "b": P(128), "x": P(10, 128), "row": P(1, 128), "W": P(128, 256),
             "c": P(256), "g": P(1, 96), "lin": lin, "emb": emb, "idx": T.tensor([3]),
             "four": [P(128) for _ in range(4)]}
 
@@ -64,6 +71,18 @@ OPS = {
     "emb(idx)": lambda T, d: (lambda m=d["emb"], i=d["idx"]: m(i)),
     "tensor([3])": lambda T, d: (lambda f=T.tensor: f([3])),
     "softmax(row,-1)": lambda T, d: (lambda r=d["row"], f=T.softmax: f(r, dim=-1)),
+    # the mpnn row's forward ops (run with --f64, as the row does)
+    "h[src]": lambda T, d: (lambda h=d["mh"], i=d["msrc"]: h[i]),
+    "msg.unsqueeze(-1)": lambda T, d: (lambda m=d["mmsg"]: m.unsqueeze(-1)),
+    "bmm(W,col)": lambda T, d: (lambda W=d["mW"], c=d["mcol"], f=T.bmm: f(W, c)),
+    "col.squeeze(-1)": lambda T, d: (lambda c=d["mcol"]: c.squeeze(-1)),
+    "zeros_like(h)": lambda T, d: (lambda h=d["mh"], f=T.zeros_like: f(h)),
+    "dst.unsq.expand": lambda T, d: (lambda i=d["mdst"]: i.unsqueeze(1).expand(-1, 16)),
+    "scatter_add_": lambda T, d: (lambda h=d["mh"], i=d["mdst"].unsqueeze(1).expand(-1, 16), m=d["mmsg"],
+                                  f=T.zeros_like: f(h).scatter_add_(0, i, m)),
+    "gru(agg,h)": lambda T, d: (lambda g=d["gru"], h=d["mh"], a=d["mmsg"][:34]: g(a, h)),
+    "index_add": lambda T, d: (lambda h=d["mh"], i=d["mbatch"], f=T.zeros, dt=d["mh"].dtype:
+                               f(4, 16, dtype=dt).index_add(0, i, h)),
 }
 
 

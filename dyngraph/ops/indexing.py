@@ -208,7 +208,7 @@ index_put_p.defvjp_argnum(_index_put_vjp)
 # ---------------------------------------------------------------------------
 
 def _src_block(src, index):
-    if not hasattr(src, "ndim") or src.ndim == 0:
+    if not hasattr(src, "ndim") or src.ndim == 0 or src.shape == index.shape:
         return src
     return src[tuple(slice(0, n) for n in index.shape)].reshape(index.shape)
 
@@ -224,8 +224,54 @@ def scatter_p(x, index, src, dim=0):
     return out
 
 
+def _rows_add_at(out, rows, vals):
+    """``np.add.at(out, rows, vals)`` along the first axis of a C-contiguous ``out`` through one
+    flat index, or False where that does not apply (the caller then takes its general path).
+
+    ``rows`` (any shape ``(m, *r)`` with ``r`` within ``out.shape[1:]``, or ``(m,)`` meaning whole
+    rows) picks the row of each entry of ``vals`` (shape ``rows.shape``, or ``(m, *out.shape[1:])``
+    for whole rows).  NumPy's one-dimensional ``ufunc.at`` loop is several times faster than the
+    tuple-of-index-arrays one, and the sums are the same: both visit the entries in C order, so
+    repeats at one position are added in the same order (same bits).  A flat index along the
+    first axis of a C-contiguous array is exact for every index the tuple form accepts: a
+    negative row wraps to the same row, and a row out of range lands out of the flat range, where
+    NumPy raises; the caller's general path then reports the error in the tensor's terms.
+    """
+    if type(out) is not np.ndarray or not out.flags.c_contiguous or out.ndim == 0 or not out.size:
+        return False
+    rest = out.shape[1:]
+    r = 1
+    for n in rest:
+        r *= n
+    if rows.ndim == 2 and rows.strides[1] == 0 and rows.shape[1] == r:
+        rows = rows[:, 0]  # an expanded index (``dst.unsqueeze(1).expand(-1, H)``): whole rows
+    if rows.ndim == 1:  # whole rows (index_add): row k covers [k * r, (k + 1) * r)
+        flat = rows[:, None] * r + np.arange(r) if r != 1 else rows
+    elif rows.ndim == 2 == out.ndim:
+        flat = rows * r + np.arange(rows.shape[1])
+    else:
+        if rows.ndim != out.ndim:
+            return False
+        base, step = 0, r
+        for k in range(1, rows.ndim):  # the offset of each entry's position within its row
+            step //= out.shape[k]
+            shape = [1] * rows.ndim
+            shape[k] = rows.shape[k]
+            base = base + np.arange(0, rows.shape[k] * step, step).reshape(shape)
+        flat = rows * r + base
+    try:
+        np.add.at(out.reshape(-1), flat.reshape(-1), vals.reshape(-1) if hasattr(vals, "ndim") else vals)
+    except (IndexError, ValueError):  # out of range, or sizes that do not fit
+        return False
+    return True
+
+
 @primitive("scatter_add", save_inputs=True, nondiff_argnums=(1,))
 def scatter_add_p(x, index, src, dim=0):
+    if dim == 0 and index.ndim == x.ndim and hasattr(src, "ndim") and src.ndim:
+        out = x.copy()
+        if _rows_add_at(out, index, _src_block(src, index)):
+            return out
     out = x.copy()
     o1, i1 = _as1d(out, index)
     try:
@@ -397,9 +443,13 @@ index_select_backward_p.defvjp(lambda g, out, gx, index, shape=(), dim=0: index_
 
 @primitive("index_add", save_inputs=True, nondiff_argnums=(1,))
 def index_add_p(x, index, src, dim=0, alpha=1):
+    s = src if alpha == 1 else src * alpha
+    if dim == 0 and x.ndim and index.ndim == 1:
+        out = x.copy()
+        if _rows_add_at(out, index, s):
+            return out
     out = x.copy()
     o1 = _x1(out)
-    s = src if alpha == 1 else src * alpha
     np.add.at(o1, _dim_sel(dim, index), s.reshape(o1.shape[:dim] + (len(index),) + o1.shape[dim + 1:]))
     return out
 
