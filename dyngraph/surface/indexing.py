@@ -161,6 +161,9 @@ def _getitem(self, idx):
         start, stop = idx.start, idx.stop
         if (start is None or type(start) is int) and (stop is None or type(stop) is int):
             return bind(getitem_p, (self,), {"index": ((start, stop, None),)})
+    if type(idx) is Tensor and idx._data.dtype.kind == "i" and self._data.ndim:
+        # h[src] with an integer index tensor: what parse_index and _check_index_dims make of it
+        return _bind_light(index_p, (self, idx), {"index": (TENSOR,)}, (0,))
     spec, tensors = parse_index(idx)
     if not tensors:
         return bind(getitem_p, (self,), {"index": spec})
@@ -395,6 +398,8 @@ def _src_for(op, input, src, index, d):
                            "scalar type")
     want = input._data.shape[:d] + (index._data.size,) + input._data.shape[d + 1:] if input._data.ndim else \
         (index._data.size,)
+    if src._data.shape == want:  # the common case: nothing more to check
+        return src
     if src._data.size != int(np.prod(want)) or (src._data.ndim and src._data.ndim != max(input._data.ndim, 1)
                                                   and src._data.shape != want):
         raise RuntimeError(
