@@ -813,10 +813,50 @@ KCLONES static void sgd_momentum_d(Py_ssize_t n, double *restrict p, const doubl
 
 /* sgd_momentum(p, g, buf, lr, momentum): p and buf in place; p, g, buf C-contiguous arrays of
  * one float dtype and size, three separate memories */
+/* The optimizer updates' shared checks: buffers v[0..n) from args[0..n) (p, g, then any
+ * state arrays): C-contiguous, one float dtype and size, separate memories; g (index 1) is
+ * read, the others are written.  Returns 1 for float32, 0 for float64, -1 with an error set;
+ * *held counts the buffers to release either way. */
+static int update_buffers(const char *kern, PyObject *const *args, int n, const char *const *names,
+                          Py_buffer *v, int *held)
+{
+    for (*held = 0; *held < n; (*held)++) {
+        int k = *held;
+        int fl = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (k == 1 ? 0 : PyBUF_WRITABLE);
+        if (!PyObject_CheckBuffer(args[k]) || PyObject_GetBuffer(args[k], &v[k], fl) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s C-contiguous float32 or float64 array",
+                         kern, names[k], k == 1 ? "" : " writable");
+            return -1;
+        }
+    }
+    int f32 = v[0].itemsize == 4 && is_fmt(v[0].format, 'f');
+    if (!f32 && !(v[0].itemsize == 8 && is_fmt(v[0].format, 'd'))) {
+        PyErr_Format(PyExc_TypeError, "%s: p must be float32 or float64, got format '%s'", kern,
+                     v[0].format ? v[0].format : "B");
+        return -1;
+    }
+    for (int k = 1; k < n; k++)
+        if (v[k].itemsize != v[0].itemsize || !is_fmt(v[k].format, f32 ? 'f' : 'd') || v[k].len != v[0].len) {
+            PyErr_Format(PyExc_ValueError, "%s: %s must have p's dtype and size (%zd elements)", kern,
+                         names[k], v[0].len / v[0].itemsize);
+            return -1;
+        }
+    for (int k = 0; k < n; k++)
+        for (int j = k + 1; j < n; j++) {
+            const char *a = (const char *)v[k].buf, *b = (const char *)v[j].buf;
+            if (v[0].len && a < b + v[j].len && b < a + v[k].len) {
+                PyErr_Format(PyExc_ValueError, "%s: %s and %s share memory", kern, names[k], names[j]);
+                return -1;
+            }
+        }
+    return f32;
+}
+
 static PyObject *py_sgd_momentum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "sgd_momentum";
-    static const char *names[] = {"p", "g", "buf"};
+    static const char *const names[] = {"p", "g", "buf"};
     Py_buffer v[3];
     int held = 0;
     PyObject *res = NULL;
@@ -825,35 +865,9 @@ static PyObject *py_sgd_momentum(PyObject *self, PyObject *const *args, Py_ssize
     double lr = PyFloat_AsDouble(args[3]), m = PyFloat_AsDouble(args[4]);
     if (PyErr_Occurred())
         return NULL;
-    for (; held < 3; held++) {
-        int fl = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held == 1 ? 0 : PyBUF_WRITABLE);
-        if (!PyObject_CheckBuffer(args[held]) || PyObject_GetBuffer(args[held], &v[held], fl) < 0) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s C-contiguous float32 or float64 array",
-                         kern, names[held], held == 1 ? "" : " writable");
-            goto done;
-        }
-    }
-    int f32 = v[0].itemsize == 4 && is_fmt(v[0].format, 'f');
-    if (!f32 && !(v[0].itemsize == 8 && is_fmt(v[0].format, 'd'))) {
-        PyErr_Format(PyExc_TypeError, "%s: p must be float32 or float64, got format '%s'", kern,
-                     v[0].format ? v[0].format : "B");
+    int f32 = update_buffers(kern, args, 3, names, v, &held);
+    if (f32 < 0)
         goto done;
-    }
-    for (int k = 1; k < 3; k++)
-        if (v[k].itemsize != v[0].itemsize || !is_fmt(v[k].format, f32 ? 'f' : 'd') || v[k].len != v[0].len) {
-            PyErr_Format(PyExc_ValueError, "%s: %s must have p's dtype and size (%zd elements)", kern,
-                         names[k], v[0].len / v[0].itemsize);
-            goto done;
-        }
-    for (int k = 0; k < 3; k++)
-        for (int j = k + 1; j < 3; j++) {
-            const char *a = (const char *)v[k].buf, *b = (const char *)v[j].buf;
-            if (v[0].len && a < b + v[j].len && b < a + v[k].len) {
-                PyErr_Format(PyExc_ValueError, "%s: %s and %s share memory", kern, names[k], names[j]);
-                goto done;
-            }
-        }
     {
         Py_ssize_t n = v[0].len / v[0].itemsize;
         PyThreadState *ts = n >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
@@ -1160,6 +1174,7 @@ KCLONES static void sgd_step_d(Py_ssize_t n, double *restrict p, const double *r
 static PyObject *py_sgd_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "sgd_step";
+    static const char *const names[] = {"p", "g"};
     Py_buffer v[2];
     int held = 0;
     PyObject *res = NULL;
@@ -1168,33 +1183,9 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *const *args, Py_ssize_t n
     double lr = PyFloat_AsDouble(args[2]);
     if (lr == -1.0 && PyErr_Occurred())
         return NULL;
-    for (; held < 2; held++) {
-        int fl = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held == 0 ? PyBUF_WRITABLE : 0);
-        if (!PyObject_CheckBuffer(args[held]) || PyObject_GetBuffer(args[held], &v[held], fl) < 0) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s C-contiguous float32 or float64 array",
-                         kern, held ? "g" : "p", held ? "" : " writable");
-            goto done;
-        }
-    }
-    int f32 = v[0].itemsize == 4 && is_fmt(v[0].format, 'f');
-    if (!f32 && !(v[0].itemsize == 8 && is_fmt(v[0].format, 'd'))) {
-        PyErr_Format(PyExc_TypeError, "%s: p must be float32 or float64, got format '%s'", kern,
-                     v[0].format ? v[0].format : "B");
+    int f32 = update_buffers(kern, args, 2, names, v, &held);
+    if (f32 < 0)
         goto done;
-    }
-    if (v[1].itemsize != v[0].itemsize || !is_fmt(v[1].format, f32 ? 'f' : 'd') || v[1].len != v[0].len) {
-        PyErr_Format(PyExc_ValueError, "%s: g must have p's dtype and size (%zd elements)", kern,
-                     v[0].len / v[0].itemsize);
-        goto done;
-    }
-    {
-        const char *a = (const char *)v[0].buf, *b = (const char *)v[1].buf;
-        if (v[0].len && a < b + v[1].len && b < a + v[0].len) {
-            PyErr_Format(PyExc_ValueError, "%s: p and g share memory", kern);
-            goto done;
-        }
-    }
     {
         Py_ssize_t n = v[0].len / v[0].itemsize;
         PyThreadState *ts = n >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
