@@ -92,3 +92,18 @@ def test_mpnn_aggregation_matches_torch():
         out.append([np.asarray(a.detach().numpy()) for a in (pooled, h.grad, msg.grad)])
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_surface_bounds_checks_one_reduction(dtype):
+    """``_all_below``'s unsigned view: negative and too-large indices still raise, by value."""
+    x, src = dg.zeros(4, 3), dg.ones(2, 3)
+    for bad in (-1, 4):
+        index = dg.tensor(np.array([[0, 1, 2], [bad, 0, 0]], dtype))
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 0 with size 4"):
+            dg.scatter_add(x, 0, index, src)
+    for bad in (-5, 4):
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds for dimension 0 with size 4"):
+            dg.index_add(x, 0, dg.tensor(np.array([0, bad], dtype)), src)
+    out = dg.index_add(x, 0, dg.tensor(np.array([-1, 3], dtype)), src)  # -1 is row 3, as before
+    assert out.tolist() == [[0.0] * 3, [0.0] * 3, [0.0] * 3, [2.0] * 3]

@@ -269,6 +269,14 @@ def index_put_(self, indices, values, accumulate: bool = False):
     return _assign(self, spec, tensors, values, bool(accumulate), "index_put_")
 
 
+def _all_below(ia, n) -> bool:
+    """Whether every entry of the integer array ``ia`` is in ``[0, n)``, in one reduction: seen
+    as unsigned, a negative entry is above any ``n`` (False means: look closer)."""
+    if ia.dtype.kind != "i" or type(ia) is not np.ndarray:
+        return False
+    return int(np.maximum.reduce(ia.view(ia.dtype.str.replace("i", "u")), axis=None)) < n
+
+
 def _check_gather_like(op, input, dim, index, src=None):
     index = _index_tensor(index) if not isinstance(index, Tensor) else index
     if index._data.dtype.kind not in "iu":
@@ -294,6 +302,8 @@ def _check_gather_like(op, input, dim, index, src=None):
     if ia.size and type(ia) is np.ndarray:
         # PyTorch accepts no negative indices here (NumPy would wrap them silently)
         n = xsh[d] if xsh else 1
+        if _all_below(ia, n):
+            return index, d
         lo, hi = int(ia.min()), int(ia.max())
         if lo < 0 or hi >= n:
             raise RuntimeError(f"{op}(): index {lo if lo < 0 else hi} is out of bounds for dimension "
@@ -371,7 +381,7 @@ def _check_index_1d(op, input, dim, index):
     if index._data.ndim == 0:
         index = index.reshape(1)
     n = input._data.shape[d] if input._data.ndim else 1
-    if index._data.size:
+    if index._data.size and not _all_below(index._data, n):
         lo, hi = int(index._data.min()), int(index._data.max())
         bad = hi if hi >= n else (lo if lo < -n else None)
         if bad is not None:
