@@ -1204,9 +1204,15 @@ def _scan_py(refs):
         return None
     ks = set(map(_K, refs))
     nid = len(set(map(id, refs)))
-    rows = np.fromiter((-1 if r is None else r for r in map(_ROW, nodes)), np.intp, len(refs))
-    keys = np.fromiter((id(r[lz.k] if type(r) is tuple else r) for r, lz in zip(results, refs, strict=True)),
-                       np.intp, len(refs))
+    rows = list(map(_ROW, nodes))
+    if None in rows:
+        rows = [-1 if r is None else r for r in rows]
+    rows = np.array(rows, dtype=np.intp)
+    if tuple in set(map(type, results)):     # multi-output results: output k's identity
+        keys = np.fromiter((id(r[lz.k] if type(r) is tuple else r) for r, lz in zip(results, refs, strict=True)),
+                           np.intp, len(refs))
+    else:
+        keys = np.fromiter(map(id, results), np.intp, len(refs))
     return (1 if nid == 1 else 2 if nid == len(refs) else 0, nodes, ks.pop() if len(ks) == 1 else -1,
             results, rows.tobytes(), keys.tobytes())
 
@@ -1219,10 +1225,11 @@ def _plan_py(rows, keys, distinct) -> list:
     is taken twice.  ``rows``/``keys``: bytes of intp per member, as ``scan`` gives them."""
     rows = np.frombuffer(rows, np.intp)
     keys = np.frombuffer(keys, np.intp)
-    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    rank = np.empty(len(first), np.intp)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    r = rank[inv.reshape(-1)]
+    rank: dict = {}
+    for k in keys.tolist():                  # sources numbered by first appearance
+        if k not in rank:
+            rank[k] = len(rank)
+    r = np.fromiter(map(rank.__getitem__, keys.tolist()), np.intp, len(keys))
     order = np.argsort(r, kind="stable")
     bounds = [0, *(np.flatnonzero(np.diff(r[order])) + 1).tolist(), len(r)]
     out = []
