@@ -107,3 +107,17 @@ def test_surface_bounds_checks_one_reduction(dtype):
             dg.index_add(x, 0, dg.tensor(np.array([0, bad], dtype)), src)
     out = dg.index_add(x, 0, dg.tensor(np.array([-1, 3], dtype)), src)  # -1 is row 3, as before
     assert out.tolist() == [[0.0] * 3, [0.0] * 3, [0.0] * 3, [2.0] * 3]
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (6, 2, 3), (6,)])
+def test_index_backward_rows_bits(shape):
+    """The vjp of ``h[src]`` (``index_backward_p``) with one 1-D integer index: whole rows."""
+    from dyngraph.ops.indexing import index_backward_p
+
+    rng = np.random.default_rng(5)
+    rows = rng.integers(-6, 6, 15)
+    g = rng.standard_normal((15,) + shape[1:])
+    got = index_backward_p(g, rows, shape=shape, index=("tensor",))
+    assert np.array_equal(got, _loop_index_add(np.zeros(shape), rows, g))
+    with pytest.raises(IndexError, match="out of bounds"):
+        index_backward_p(g[:1], np.array([6]), shape=shape, index=("tensor",))

@@ -128,6 +128,12 @@ def index_p(x, *indices, index=()):
 @primitive("index_backward", save_inputs=True)
 def index_backward_p(g, *indices, shape=(), index=()):
     """Zeros of ``shape`` with ``g`` added at the indexed positions (repeats accumulate)."""
+    if index == (TENSOR,) and len(indices) == 1 and shape:
+        rows = indices[0]  # x[rows] with one 1-D integer index (h[src]): whole rows, one flat index
+        if getattr(rows, "ndim", 0) == 1 and rows.dtype.kind == "i":
+            z = _zeros(g, shape)
+            if _rows_add_at(z, rows, g):
+                return z
     z = _zeros(g, shape)
     basic, adv = _split(index, indices, len(shape))
     view = z[basic]
