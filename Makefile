@@ -20,12 +20,16 @@ demo: $(VENV)/.base
 	$(PY) -m dyngraph.examples.digits
 
 # The second pass runs the op table, autograd, hypothesis and port tests without the C
-# accelerator: the pure-Python dispatch and engine are the reference, so CI runs them too.
+# accelerator: the pure-Python dispatch and engine are the reference, so CI runs them too,
+# with the node-slot/cycle tests and the autobatch interpreter's Python reference (its C
+# fast path, dyngraph/_autobatch.c, is off in this pass).
 # (tests/test_speedups.py runs both paths itself.)  Measured on the shared 2-core machine
 # under heavy load: first pass 527 s, this pass 306 s, lint-imports 1 s.
 PURE_TESTS := tests/test_ops.py tests/test_autograd_engine.py tests/test_autograd_function.py \
 	tests/test_autograd_functional.py tests/test_hypothesis.py tests/test_port_programs.py \
-	tests/test_port_dynamic_gaps.py
+	tests/test_port_dynamic_gaps.py tests/test_gc_nodes.py tests/test_mpnn_scatter.py \
+	tests/test_autobatch_fast.py tests/test_autobatch_split.py tests/test_autobatch_models.py \
+	tests/test_autobatch_gather.py
 
 test: $(VENV)/.test
 	$(PY) -m pytest -n 2 tests
