@@ -281,6 +281,11 @@ def embedding_p(weight, indices, padding_idx=-1, scale_grad_by_freq=False):
     return weight[indices]
 
 
+# below this many gradient entries the flat index costs more than it saves (measured: 50 rows
+# of 16, 17 -> 19 us)
+_FLAT_ADD_AT_MIN = 2048
+
+
 @primitive("embedding_backward", save_inputs=True, nondiff_argnums=(1,))
 def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_by_freq=False):
     """Primitive: scatter-add of ``g`` rows into a ``(num_weights, ...)`` table."""
@@ -292,6 +297,13 @@ def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_b
         gf = gf / counts[flat][:, None]
     if flat.size == 1:  # one looked-up row (emb(tensor([i]))): a row write, ~10x cheaper than add.at
         out[flat[0]] = gf[0]
+    elif gf.size >= _FLAT_ADD_AT_MIN:
+        # NumPy's one-dimensional ufunc.at loop over one flat index is ~4x faster than the
+        # row-index form for many rows (500 rows of 128: 1.86 -> 0.45 ms with the zeroing);
+        # both add the entries in C order, so repeated indices sum in the same order (same
+        # bits).  A negative row wraps to the same row in both forms.
+        r = gf.shape[1]
+        np.add.at(out.reshape(-1), (flat[:, None] * r + np.arange(r)).reshape(-1), gf.reshape(-1))
     else:
         np.add.at(out, flat, gf)
     if padding_idx >= 0:
