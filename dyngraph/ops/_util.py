@@ -6,7 +6,27 @@ The argument coercion the PyTorch-facing functions use (``operand``, ``as_tensor
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+
+def compiled_kernels(*needed: str):
+    """The optional compiled kernels (``dyngraph._kernels``), or None.
+
+    None when the extension was not built (no C compiler at install time), when the
+    pure-Python reference path was asked for (``DYNGRAPH_PURE_PYTHON``, as for
+    ``dyngraph/_speedups.c``), or when a module built before lacks one of ``needed``.
+
+    >>> k = compiled_kernels("sgd_step")   # the module, or None: callers keep a NumPy path
+    """
+    if os.environ.get("DYNGRAPH_PURE_PYTHON"):
+        return None
+    try:
+        from .. import _kernels  # noqa: PLC0415  (optional: whether it imports is the question)
+    except ImportError:
+        return None
+    return _kernels if all(hasattr(_kernels, n) for n in needed) else None
 
 # ---------------------------------------------------------------------------
 # floating-point exceptions: silent, as in PyTorch

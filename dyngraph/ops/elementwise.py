@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from ..backend import device as _device
 from ..backend import device_of, move_to, xp
 from ..errors import DtypeNotImplementedError, IntegerDivisionByZeroError
 from ..tensor import Tensor
-from ._util import quiet_primitives
+from ._util import compiled_kernels, quiet_primitives
 from .registry import Primitive, primitive
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -356,13 +355,7 @@ def _sigmoid_np(x):
 # one pass (1 / (1 + exp(-x)) with their own exp, <= 3 ulp in float64, ~1 ulp in float32)
 # instead of NumPy's four.  _sigmoid_np stays the reference: the pure-Python pass
 # (DYNGRAPH_PURE_PYTHON), other dtypes, 0-d, empty and non-contiguous N-d inputs use it.
-if os.environ.get("DYNGRAPH_PURE_PYTHON"):
-    _K = None
-else:
-    try:
-        from .. import _kernels as _K
-    except ImportError:   # no C compiler at install time
-        _K = None
+_K = compiled_kernels()
 _KDT = (np.dtype(np.float32), np.dtype(np.float64))
 
 

@@ -36,13 +36,12 @@ path's backward accepts either forward's outputs.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .._core.grad_mode import enable_grad
 from ..tensor import Tensor
 from . import elementwise as E
+from ._util import compiled_kernels
 from .elementwise import tanh_p
 from .registry import REGISTRY as R
 from .registry import Primitive, bind, primitive
@@ -50,15 +49,8 @@ from .shape import cat, cat_p
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
-# The compiled gate kernels (dyngraph/_kernels.c), or None: not built, or the pure-Python
-# reference path was asked for (DYNGRAPH_PURE_PYTHON, as for dyngraph/_speedups.c).
-if os.environ.get("DYNGRAPH_PURE_PYTHON"):
-    _K = None
-else:
-    try:
-        from .. import _kernels as _K
-    except ImportError:   # no C compiler at install time: the NumPy path
-        _K = None
+# The compiled gate kernels (dyngraph/_kernels.c), or None: the NumPy path.
+_K = compiled_kernels()
 _KDT = (np.dtype(np.float32), np.dtype(np.float64))
 
 

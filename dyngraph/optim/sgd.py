@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from ..ops._util import compiled_kernels
 from ._foreach import sgd_foreach
 from .optimizer import Optimizer, _buffer, check_options, grad_of
 
@@ -13,15 +12,7 @@ __all__ = ["SGD"]
 
 # The fused momentum update of dyngraph/_kernels.c, or None (not built, built before it, or
 # DYNGRAPH_PURE_PYTHON: the NumPy lines in _step_group are the reference).
-if os.environ.get("DYNGRAPH_PURE_PYTHON"):
-    _K_SGD = None
-else:
-    try:
-        from .. import _kernels as _K_SGD
-    except ImportError:   # no C compiler at install time
-        _K_SGD = None
-    if _K_SGD is not None and not hasattr(_K_SGD, "sgd_momentum"):
-        _K_SGD = None
+_K_SGD = compiled_kernels("sgd_momentum")
 _FUSED_DT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
