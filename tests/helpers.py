@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import torch
 
@@ -48,3 +50,21 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6, msg=""):
     np.testing.assert_allclose(a.astype(np.float64) if a.dtype != bool else a,
                                e.astype(np.float64) if e.dtype != bool else e,
                                rtol=rtol, atol=atol, err_msg=msg)
+
+
+def tracked_per_call(fn, n=200):
+    """GC-tracked objects each call of ``fn`` leaves alive (its result kept): the
+    count that tests of the graph's bookkeeping hold down (``test_gc_nodes.py``)."""
+    fn()             # first call: lazy imports and caches
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        keep = [fn() for _ in range(n)]
+        after = len(gc.get_objects())
+    finally:
+        if was:
+            gc.enable()
+    del keep
+    return (after - before - 1) / n   # -1: the list ``keep``

@@ -18,25 +18,10 @@ import pytest
 import dyngraph as dg
 from dyngraph.autograd.graph import Node
 from dyngraph.ops import registry
+from tests.helpers import tracked_per_call
 
 C_BIND = registry.bind is not registry._bind_py
 needs_c = pytest.mark.skipif(not C_BIND, reason="C accelerator not active")
-
-
-def _tracked_per_call(fn, n=200):
-    """GC-tracked objects each call of ``fn`` leaves alive (its result kept)."""
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        before = len(gc.get_objects())
-        keep = [fn() for _ in range(n)]
-        after = len(gc.get_objects())
-    finally:
-        if was:
-            gc.enable()
-    del keep
-    return (after - before - 1) / n   # -1: the list ``keep``
 
 
 def test_node_slots_hold_saved_output_metadata():
@@ -62,7 +47,7 @@ def test_node_slots_hold_saved_output_metadata():
 def test_tracked_objects_per_recorded_op(name, fn, limit):
     a = dg.randn(16, requires_grad=True)
     b = dg.randn(16, requires_grad=True)
-    per = _tracked_per_call(lambda: fn(a, b))
+    per = tracked_per_call(lambda: fn(a, b))
     assert per <= limit + 0.05, f"{name}: {per} tracked objects per call (limit {limit})"
 
 

@@ -27,6 +27,7 @@ from dyngraph.ops import registry
 from dyngraph.ops.elementwise import add_p, mul_p, tanh_p
 from dyngraph.ops.nn import linear_p
 from dyngraph.ops.shape import cat_p
+from tests.helpers import tracked_per_call
 
 C_BIND = registry.bind is not registry._bind_py
 needs_c = pytest.mark.skipif(not C_BIND, reason="C accelerator not active")
@@ -283,23 +284,6 @@ _W = dg.randn(4, 16, requires_grad=True)
 _B = dg.randn(4, requires_grad=True)
 
 
-def _tracked_per_call(fn, n=200):
-    """GC-tracked objects each call of ``fn`` leaves alive (its result kept)."""
-    fn()             # first call: lazy imports and caches
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        before = len(gc.get_objects())
-        keep = [fn() for _ in range(n)]
-        after = len(gc.get_objects())
-    finally:
-        if was:
-            gc.enable()
-    del keep
-    return (after - before - 1) / n   # -1: the list ``keep``
-
-
 @needs_c
 @pytest.mark.parametrize("name, fn, limit", [
     ("tanh", lambda a, b: dg.tanh(a), 2),                 # tensor, node
@@ -316,7 +300,7 @@ def _tracked_per_call(fn, n=200):
 def test_tracked_objects_per_recorded_op(name, fn, limit):
     a = dg.randn(16, requires_grad=True)
     b = dg.randn(16, requires_grad=True)
-    per = _tracked_per_call(lambda: fn(a, b))
+    per = tracked_per_call(lambda: fn(a, b))
     assert per <= limit + 0.05, f"{name}: {per} tracked objects per call (limit {limit})"
 
 
