@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 
 .PHONY: demo test lint bench clean
 
-$(VENV)/.base: pyproject.toml setup.py dyngraph/_speedups.c dyngraph/_kernels.c
+$(VENV)/.base: pyproject.toml setup.py dyngraph/_speedups.c dyngraph/_kernels.c dyngraph/_autobatch.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -e .
 	touch $@
