@@ -35,6 +35,15 @@ __all__ = ["cell", "build", "Template", "NotTraceableError", "SIGNATURES"]
 SIGNATURES = itertools.count(1)
 
 
+#: fuse the linears of a template that read the same input with different parameters into
+#: one (:func:`_fuse_linears`); tests switch it off to compare the two
+FUSE = True
+
+#: while ``Autobatcher._execute`` runs groups: the concatenated parameters of fused linears,
+#: built once per evaluation (``{(ids, grad mode): (tensor, params)}``); None outside, where
+#: they are built per call
+_FUSED = None
+
 #: dyngraph._autobatch.record_cell when the C module is built (interpreter.use_native): the
 #: recording of a call whose template is cached, in C; None: Autobatcher.call_cell does it
 _RECORD_CELL = None
@@ -49,7 +58,9 @@ class Template:
 
     ``steps``: ``(prim, params, refs, direct)``; a ref is ``(0, j)`` cell input j, ``(1, s, k)``
     output k of step s, ``(2, tensor)`` a shared tensor (parameter), ``(4, weakref)`` a
-    tensor that outlives the call (a buffer), ``(3, value)`` a Python value.
+    tensor that outlives the call (a buffer), ``(3, value)`` a Python value, ``(5, params)``
+    the concatenation of parameters along dim 0 (the weights of fused linears,
+    :func:`_fuse_linears`).
     """
 
     __slots__ = ("name", "steps", "outs", "specs", "rgs", "protos", "multi", "weak", "batch",
@@ -104,7 +115,22 @@ def _resolve(r, args, vals):
         return v[r[2]] if type(v) is tuple else v
     if kind == 4:
         return r[1]()
+    if kind == 5:
+        return _param_cat(r[1])
     return r[1]
+
+
+def _param_cat(ts):
+    """``cat(ts, dim=0)`` of parameters: once per evaluation and grad mode while one runs
+    (every group of the cell shares it; its backward splits the summed gradient once)."""
+    cache = _FUSED
+    if cache is None:
+        return bind(_CAT, ts, _DIM0)
+    key = (tuple(map(id, ts)), STATE.grad_enabled)
+    v = cache.get(key)
+    if v is None:
+        v = cache[key] = (bind(_CAT, ts, _DIM0), ts)
+    return v[0]
 
 
 def _replay_batched(tmpl, B, args, batched, params):
@@ -124,6 +150,9 @@ def _replay_batched(tmpl, B, args, batched, params):
                 bf.append(flags[r[1]])
             elif kind == 4:
                 a.append(r[1]())
+                bf.append(False)
+            elif kind == 5:
+                a.append(_param_cat(r[1]))
                 bf.append(False)
             else:
                 a.append(r[1])
@@ -197,6 +226,7 @@ def _build(interp, fn, name, args, kwargs):
     where = {}
     steps = []
     weak = []
+    shapes = []
     for s, node in enumerate(sub.nodes):
         refs = []
         for a in node.args:
@@ -221,6 +251,7 @@ def _build(interp, fn, name, args, kwargs):
                 refs.append((3, a))
         where[id(node)] = s
         steps.append((node.prim, node.params, tuple(refs), _direct(node)))
+        shapes.append(tuple(sp[0] for sp in node.specs))
     outs = []
     for r in results:
         d = r._data
@@ -233,7 +264,138 @@ def _build(interp, fn, name, args, kwargs):
         else:
             raise NotTraceableError(f"{name} returns a tensor computed outside primitives")
     specs = tuple((r._data.shape, r._data.dtype, r._data.size, r._rg) for r in results)
-    return Template(name, steps, tuple(outs), specs, multi, tuple(weak))
+    outs = tuple(outs)
+    if FUSE:
+        steps, outs = _fuse_linears(steps, outs, shapes)
+    return Template(name, steps, outs, specs, multi, tuple(weak))
+
+
+def _fuse_linears(steps, outs, shapes):
+    """Merge the ``linear`` steps that read the same input with different parameters
+    (a Tree-LSTM's gates: ``sigmoid(Wi(x))``, ``sigmoid(Wo(x))``, ``tanh(Wu(x))``...) into
+    ONE linear over the concatenated weights (``(5, params)`` refs, built once per
+    evaluation), a ``split`` of its output, and one activation call per run of gates with
+    the same activation (``sigmoid`` over the i/o/f gates together, then ``split``).
+
+    Forward, one GEMM and 2-3 elementwise calls instead of 5 + 5; backward, one GEMM per
+    operand instead of 5 (and no sum of 5 input gradients).  The values are those of the
+    separate linears (each output column is the same dot product) and of the same
+    activations on the same numbers.  Only linears whose weight (and bias) are parameters
+    and whose output is used once (by its activation) or not by an activation at all."""
+    lin = REGISTRY["linear"]
+    acts = (REGISTRY["sigmoid"], REGISTRY["tanh"])
+    uses: dict = {}
+    for s, (_, _, refs, _) in enumerate(steps):
+        for r in refs:
+            if r[0] == 1:
+                uses.setdefault((r[1], r[2]), []).append(s)
+    for r in outs:
+        if r[0] == 1:
+            uses.setdefault((r[1], r[2]), []).append(-1)
+    sets: dict = {}
+    for s, (prim, p, refs, _) in enumerate(steps):
+        if prim is not lin or p or len(refs) not in (2, 3) or refs[0][0] not in (0, 1):
+            continue
+        w = refs[1]
+        if w[0] != 2 or len(shapes[s]) != 1 or not shapes[s][0]:
+            continue
+        b = refs[2] if len(refs) == 3 else None
+        if b is not None and (b[0] != 2 or b[1]._data.ndim != 1):
+            continue
+        wd = w[1]._data
+        if wd.ndim != 2:
+            continue
+        key = (refs[0], wd.shape[1], wd.dtype, None if b is None else b[1]._data.dtype)
+        sets.setdefault(key, []).append(s)
+    fused = [ss for ss in sets.values() if len(ss) > 1 and
+             len({id(steps[s][2][1][1]) for s in ss}) == len(ss)]
+    if not fused:
+        return steps, outs
+    # per fused set: which activation reads each linear (its only use), in run order
+    new_steps: list = []
+    remap: dict = {}            # (old step, k) -> new ref
+    drop: set = set()
+    first = {ss[0]: ss for ss in fused}
+    for ss in fused:
+        drop.update(ss)
+        for s in ss:
+            u = uses.get((s, 0), [])
+            if len(u) == 1 and u[0] >= 0:
+                a = steps[u[0]]
+                if a[0] in acts and not a[1] and a[2] == ((1, s, 0),):
+                    drop.add(u[0])
+
+    def ref(r):
+        if r[0] == 1:
+            m = remap.get((r[1], r[2]))
+            return m if m is not None else (1, pos[r[1]], r[2])
+        return r
+
+    pos: dict = {}
+    for s, st in enumerate(steps):
+        if s in first:
+            ss = first[s]
+            x = ref(steps[s][2][0])
+            act_of = []
+            for t in ss:
+                u = uses.get((t, 0), [])
+                a = u[0] if len(u) == 1 and u[0] >= 0 and u[0] in drop else None
+                act_of.append(a)
+            # gates with the same activation next to each other (first appearance order)
+            kinds: list = []
+            for a in act_of:
+                k = None if a is None else steps[a][0]
+                if k not in kinds:
+                    kinds.append(k)
+            order = sorted(range(len(ss)), key=lambda i: kinds.index(
+                None if act_of[i] is None else steps[act_of[i]][0]))
+            ws = tuple(steps[ss[i]][2][1][1] for i in order)
+            bs = tuple(steps[ss[i]][2][2][1] for i in order) if len(steps[s][2]) == 3 else None
+            sizes = [w._data.shape[0] for w in ws]
+            nd = len(shapes[s][0])
+            g = len(new_steps)
+            new_steps.append((lin, steps[s][1], (x, (5, ws)) + (((5, bs),) if bs is not None else ()),
+                              False))
+            # runs of equal activation over the ordered gates
+            runs: list = []
+            for i in order:
+                k = None if act_of[i] is None else steps[act_of[i]][0]
+                if runs and runs[-1][0] is k and k is not None:
+                    runs[-1][1].append(i)
+                else:
+                    runs.append((k, [i]))
+            sp = len(new_steps)
+            new_steps.append((_SPLIT_P, {"sizes": tuple(sum(sizes[order.index(i)] for i in r[1])
+                                                        for r in runs), "dim": nd - 1},
+                              ((1, g, 0),), False))
+            for j, (k, members) in enumerate(runs):
+                piece = (1, sp, j)
+                if k is None:
+                    remap[(ss[members[0]], 0)] = piece
+                    continue
+                a_step = steps[act_of[members[0]]]
+                av = len(new_steps)
+                new_steps.append((k, a_step[1], (piece,), a_step[3]))
+                if len(members) == 1:
+                    remap[(act_of[members[0]], 0)] = (1, av, 0)
+                    continue
+                ps = len(new_steps)
+                new_steps.append((_SPLIT_P, {"sizes": tuple(sizes[order.index(i)] for i in members),
+                                             "dim": nd - 1}, ((1, av, 0),), False))
+                for q, i in enumerate(members):
+                    remap[(act_of[i], 0)] = (1, ps, q)
+            continue
+        if s in drop:
+            continue
+        pos[s] = len(new_steps)
+        prim, p, refs, direct = st
+        new_steps.append((prim, p, tuple(ref(r) for r in refs), direct))
+    return new_steps, tuple(ref(r) for r in outs)
+
+
+_CAT = REGISTRY["cat"]
+_SPLIT_P = REGISTRY["split"]
+_DIM0 = {"dim": 0}
 
 
 def _direct(node) -> bool:

@@ -670,23 +670,28 @@ class Autobatcher(Interpreter):
         t0 = time.perf_counter()
         st = self.stats
         compute = 0.0
-        if self.scheduler == "depth":
-            late = _collected(self, self.epoch)
-            outer = self.gks
-            groups, keys = _EV.group_by(todo, late)
-            # group key by seq for _split: an array, -1 for a seq not in this evaluation
-            seqs = np.fromiter(map(_seq, todo), np.int64, len(todo))
-            s0 = int(seqs.min())
-            gk = np.full(int(seqs.max()) - s0 + 1, -1, np.int64)
-            gk[seqs - s0] = keys
-            self.gks = (s0, gk)
-            try:
-                for k in sorted(groups):
-                    compute += self._run_group(groups[k])
-            finally:
-                self.gks = outer
-        else:
-            compute = self._agenda(todo)
+        fused = _cells._FUSED
+        _cells._FUSED = {}       # fused cells' concatenated weights, once per evaluation
+        try:
+            if self.scheduler == "depth":
+                late = _collected(self, self.epoch)
+                outer = self.gks
+                groups, keys = _EV.group_by(todo, late)
+                # group key by seq for _split: an array, -1 for a seq not in this evaluation
+                seqs = np.fromiter(map(_seq, todo), np.int64, len(todo))
+                s0 = int(seqs.min())
+                gk = np.full(int(seqs.max()) - s0 + 1, -1, np.int64)
+                gk[seqs - s0] = keys
+                self.gks = (s0, gk)
+                try:
+                    for k in sorted(groups):
+                        compute += self._run_group(groups[k])
+                finally:
+                    self.gks = outer
+            else:
+                compute = self._agenda(todo)
+        finally:
+            _cells._FUSED = fused
         # forget nodes that are done and whose outputs are dead or materialised (they keep
         # their group's result arrays alive): when the list has doubled since the last
         # time, so that the liveness checks cost O(1) per recorded node, not O(nodes) per
