@@ -636,6 +636,97 @@ __attribute__((target("avx2,fma"))) static void gemm_p16(Py_ssize_t M, Py_ssize_
         }
     }
 }
+
+/* ---- one-row products from W's own (N, K) row-major layout (no packing) ----
+ * The per-step products of a layer at batch 1-3 are matrix-vector products: OpenBLAS takes
+ * ~5-6.5 us for h (1, 128) @ W_hh^T (128, 512) or d (1, 512) @ W_hh (512, 128) plus ~1 us
+ * of NumPy's call, and packing W for gemm_p16 (whose 4-row tile such a row would not fill)
+ * costs more than a short sentence's steps.  Both products read W in its own layout:
+ * dot_rows_f: out[j] = sum_k W[j][k] x[k] (8 rows of W at a time, 8 lanes over k each,
+ * one FMA chain per lane in k order, then the lanes summed ((0+1)+(2+3))+((4+5)+(6+7)));
+ * axpy_rows_f: out[k] = sum_j d[j] W[j][k] (one FMA chain per column, j in order).  Each
+ * element's sum depends on that row and column alone.  K (dot) / K (axpy) a multiple of 8;
+ * ~1.5-2.5 us for the 512 x 128 products above. */
+__attribute__((target("avx2,fma"), always_inline)) static inline float hsum8(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    __m128 p = _mm_hadd_ps(lo, hi);          /* (0+1, 2+3, 4+5, 6+7) */
+    p = _mm_hadd_ps(p, p);                    /* ((0+1)+(2+3), ((4+5)+(6+7)), ...) */
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+__attribute__((target("avx2,fma"))) static void dot_rows_f(Py_ssize_t N, Py_ssize_t K,
+                                                          const float *W, const float *x,
+                                                          float *out)
+{
+    Py_ssize_t j0 = 0;
+    for (; j0 + 8 <= N; j0 += 8) {
+        const float *w = W + j0 * K;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (Py_ssize_t k = 0; k < K; k += 8) {
+            __m256 v = _mm256_loadu_ps(x + k);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), v, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + K + k), v, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 2 * K + k), v, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 3 * K + k), v, a3);
+            a4 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 4 * K + k), v, a4);
+            a5 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 5 * K + k), v, a5);
+            a6 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 6 * K + k), v, a6);
+            a7 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 7 * K + k), v, a7);
+        }
+        /* the 8 lane sums of a0..a7 at once, in hsum8's order for each */
+        __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+        __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
+        __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+        /* u0: rows 0-3 of lanes 0-3 | rows 0-3 of lanes 4-7; u1 the same for rows 4-7 */
+        __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                 _mm256_permute2f128_ps(u0, u1, 0x31));
+        _mm256_storeu_ps(out + j0, s);
+    }
+    for (; j0 < N; j0++) {
+        const float *w = W + j0 * K;
+        __m256 a0 = _mm256_setzero_ps();
+        for (Py_ssize_t k = 0; k < K; k += 8)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), a0);
+        out[j0] = hsum8(a0);
+    }
+}
+
+/* nr (<= 8) vectors of columns [k0, k0 + 8 nr) of out = d @ W */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+axpy_chunk(Py_ssize_t N, Py_ssize_t K, const float *W, const float *d, float *out, const int nr)
+{
+    __m256 acc[8];
+    for (int i = 0; i < nr; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (Py_ssize_t j = 0; j < N; j++) {
+        __m256 x = _mm256_broadcast_ss(d + j);
+        const float *w = W + j * K;
+        for (int i = 0; i < nr; i++)
+            acc[i] = _mm256_fmadd_ps(x, _mm256_loadu_ps(w + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < nr; i++)
+        _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_rows_f(Py_ssize_t N, Py_ssize_t K,
+                                                           const float *W, const float *d,
+                                                           float *out)
+{
+    Py_ssize_t k0 = 0;
+    for (; k0 + 64 <= K; k0 += 64)
+        axpy_chunk(N, K, W + k0, d, out + k0, 8);
+    switch ((K - k0) / 8) {
+    case 7: axpy_chunk(N, K, W + k0, d, out + k0, 7); break;
+    case 6: axpy_chunk(N, K, W + k0, d, out + k0, 6); break;
+    case 5: axpy_chunk(N, K, W + k0, d, out + k0, 5); break;
+    case 4: axpy_chunk(N, K, W + k0, d, out + k0, 4); break;
+    case 3: axpy_chunk(N, K, W + k0, d, out + k0, 3); break;
+    case 2: axpy_chunk(N, K, W + k0, d, out + k0, 2); break;
+    case 1: axpy_chunk(N, K, W + k0, d, out + k0, 1); break;
+    default: break;
+    }
+}
 #endif
 
 /* a float32 2-D buffer (any strides aligned to the element), or -1 with the error set */
@@ -926,7 +1017,35 @@ static int whole_steps(const char *kern, Py_ssize_t S, Py_ssize_t B)
  * (B, 4H) views -- then runs the gates of lstm_forward on rows of xw/acts/hs/cs; this
  * step's h also goes to hbuf (B, H), which the next product reads.  The caller fills
  * hbuf with h0 first.  One call per layer instead of a Python loop (at batch 1 the loop
- * and the per-step argument checks cost as much as the gates). */
+ * and the per-step argument checks cost as much as the gates).
+ * mm may instead be (w,): W_hh itself, float32 (4H, H), C-contiguous, H a multiple of 8;
+ * the product of each row of hbuf then runs here (dot_rows_f, from W's own layout, written
+ * straight into the step's rows of acts), with no call back into Python; hw is then None.
+ * Needs AVX2/FMA (packed_gemm); for small batches (ops/rnn.py: 1-3 rows). */
+#ifdef HAVE_PACKED
+/* a float32 (N, K) C-contiguous weight with K % 8 == 0 for the one-row products, or -1 */
+static int row_weight(const char *kern, PyObject *o, Py_ssize_t N, Py_ssize_t K, Py_buffer *v)
+{
+    if (!have_fma || !have_avx2) {
+        PyErr_Format(PyExc_RuntimeError, "%s: this CPU has no AVX2/FMA (check packed_gemm)", kern);
+        return -1;
+    }
+    if (!PyObject_CheckBuffer(o) || PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: w must be a C-contiguous float32 array", kern);
+        return -1;
+    }
+    if (v->ndim != 2 || v->shape[0] != N || v->shape[1] != K || K % 8 || v->itemsize != 4
+        || !is_fmt(v->format, 'f') || (uintptr_t)v->buf % 4) {
+        PyErr_Format(PyExc_ValueError, "%s: w must be float32 of shape (%zd, %zd), %zd a multiple "
+                     "of 8", kern, N, K, K);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
 static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *names[] = {"hw", "xw", "c0", "acts", "hs", "cs", "hbuf"};
@@ -937,13 +1056,26 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
     if (check_nargs(ctx.kern, nargs, 9, "mm, hw, xw, c0, acts, hs, cs, hbuf, reverse") < 0)
         return NULL;
     PyObject *mm = args[0];
-    if (check_mm(ctx.kern, mm) < 0)
+    int native = PyTuple_Check(mm) && PyTuple_GET_SIZE(mm) == 1;
+    if (native) {
+#ifndef HAVE_PACKED
+        PyErr_SetString(PyExc_RuntimeError, "lstm_sequence: mm = (w,) is not compiled in (AVX2/FMA "
+                        "on x86-64 GCC only)");
+        return NULL;
+#endif
+        if (args[1] != Py_None) {
+            PyErr_SetString(PyExc_ValueError, "lstm_sequence: with mm = (w,), hw must be None");
+            return NULL;
+        }
+    } else if (check_mm(ctx.kern, mm) < 0)
         return NULL;
     int reverse = PyObject_IsTrue(args[8]);
     if (reverse < 0 || gate_width(&ctx, "acts", args[4], 4, &H) < 0)
         return NULL;
     PyObject *res = NULL;
     void *buf = NULL;
+    Py_buffer wv;
+    int held_w = 0;
     /* rows: acts, xw, hs, cs have S; hw, c0, hbuf have B */
     static const int order[] = {3, 1, 4, 5, 0, 2, 6};
     static const int width[] = {4, 4, 1, 4, 1, 1, 1};
@@ -953,34 +1085,152 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
             S = ctx.rows;
             ctx.rows = -1;
         }
+        if (i == 0 && native)
+            continue;
         if (get_arr(&ctx, names[i], args[1 + i], i >= 3, 0, width[i] * H, &a[i]) < 0)
             goto done;
     }
     B = ctx.rows;
     if (whole_steps(ctx.kern, S, B) < 0)
         goto done;
+#ifdef HAVE_PACKED
+    if (native) {
+        if (!ctx.f32) {
+            PyErr_SetString(PyExc_TypeError, "lstm_sequence: mm = (w,) needs float32 arrays");
+            goto done;
+        }
+        if (row_weight(ctx.kern, PyTuple_GET_ITEM(mm, 0), 4 * H, H, &wv) < 0)
+            goto done;
+        held_w = 1;
+    }
+#endif
     if ((buf = scratch(H, ctx.f32)) == NULL)
         goto done;
     {
         Py_ssize_t n = S / B;
         for (Py_ssize_t s = 0; s < n; s++) {
             Py_ssize_t t = reverse ? n - 1 - s : s;
+#ifdef HAVE_PACKED
+            if (native)
+                for (Py_ssize_t b = 0; b < B; b++)
+                    dot_rows_f(4 * H, H, (const float *)wv.buf, (const float *)(a[6].buf + b * a[6].s0),
+                               (float *)(a[3].buf + (t * B + b) * a[3].s0));
+            else
+#endif
             if (step_product(mm) < 0)
                 goto done;
             Py_ssize_t prev = s == 0 ? -1 : (reverse ? t + 1 : t - 1);
             BEGIN_LOOP(B * 4 * H)
             if (ctx.f32)
-                lstm_seq_step_f(t, prev, B, H, a, buf);
+                lstm_seq_step_f(t, prev, B, H, a, buf, native);
             else
-                lstm_seq_step_d(t, prev, B, H, a, buf);
+                lstm_seq_step_d(t, prev, B, H, a, buf, 0);
             END_LOOP()
         }
     }
     res = Py_NewRef(Py_None);
 done:
+    if (held_w)
+        PyBuffer_Release(&wv);
     PyMem_RawFree(buf);
     release(a, 7);
     return res;
+}
+
+/* lstm_backward_sequence(w, ghs, acts, cs, c0, dgates, dh, dc, reverse): back-propagation
+ * through a whole LSTM direction of equal steps (S = steps * B rows), without projection,
+ * float32, for small batches: per step (last forward step first) lstm_backward's math on
+ * dh + ghs and dc writes the step's rows of dgates (S, 4H) and dc_prev over dc, then
+ * dh <- dgates rows @ W (axpy_rows_f, from W_hh's own (4H, H) layout).  dh, dc (B, H): the
+ * gradients of h_n and c_n in, of h0 and c0 out.  ghs (S, H) or None; acts, cs: the
+ * forward's outputs; w: W_hh, float32, C-contiguous, H a multiple of 8.  Needs AVX2/FMA. */
+static PyObject *py_lstm_backward_sequence(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *names[] = {"ghs", "acts", "cs", "c0", "dgates", "dh", "dc"};
+    Ctx ctx = {"lstm_backward_sequence", -1, -1};
+    if (check_nargs(ctx.kern, nargs, 9, "w, ghs, acts, cs, c0, dgates, dh, dc, reverse") < 0)
+        return NULL;
+#ifndef HAVE_PACKED
+    PyErr_SetString(PyExc_RuntimeError, "lstm_backward_sequence: not compiled in (AVX2/FMA on "
+                    "x86-64 GCC only)");
+    return NULL;
+#else
+    Arr a[7];
+    Py_ssize_t H, S = 0, B;
+    memset(a, 0, sizeof a);
+    int reverse = PyObject_IsTrue(args[8]);
+    if (reverse < 0 || gate_width(&ctx, "acts", args[2], 4, &H) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    void *buf = NULL;
+    Py_buffer wv;
+    int held_w = 0;
+    /* S rows: acts, ghs, cs, dgates; B rows: c0, dh, dc */
+    static const int slot[] = {1, 0, 2, 4, 3, 5, 6};
+    static const int width[] = {4, 1, 1, 4, 1, 1, 1};
+    static const int outp[] = {0, 0, 0, 1, 0, 1, 1};
+    static const int opt[] = {0, 1, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 7; k++) {
+        if (k == 4) {
+            S = ctx.rows;
+            ctx.rows = -1;
+        }
+        if (get_arr(&ctx, names[slot[k]], args[1 + slot[k]], outp[k], opt[k], width[k] * H,
+                    &a[slot[k]]) < 0)
+            goto done;
+    }
+    B = ctx.rows;
+    if (whole_steps(ctx.kern, S, B) < 0)
+        goto done;
+    if (!ctx.f32) {
+        PyErr_SetString(PyExc_TypeError, "lstm_backward_sequence: needs float32 arrays");
+        goto done;
+    }
+    /* the outputs are written while the inputs are read: no shared memory */
+    for (int i = 0; i < 4; i++) {
+        static const int in_w[] = {1, 4, 1, 1};
+        if (!a[i].present)
+            continue;
+        Py_ssize_t rows = i == 3 ? B : S;
+        for (int o = 4; o < 7; o++) {
+            Py_ssize_t orows = o == 4 ? S : B;
+            char *xl, *xh, *yl, *yh;
+            arr_span(&a[i], rows, in_w[i] * H, sizeof(float), &xl, &xh);
+            arr_span(&a[o], orows, (o == 4 ? 4 : 1) * H, sizeof(float), &yl, &yh);
+            if (xl < yh && yl < xh) {
+                PyErr_Format(PyExc_ValueError, "lstm_backward_sequence: %s and %s share memory",
+                             names[i], names[o]);
+                goto done;
+            }
+        }
+    }
+    if (row_weight(ctx.kern, args[0], 4 * H, H, &wv) < 0)
+        goto done;
+    held_w = 1;
+    if ((buf = scratch(8 * H, 1)) == NULL)
+        goto done;
+    {
+        Py_ssize_t n = S / B;
+        BEGIN_LOOP(S * 4 * H)
+        for (Py_ssize_t s = 0; s < n; s++) {
+            Py_ssize_t t = reverse ? s : n - 1 - s;
+            Py_ssize_t prev = t == (reverse ? n - 1 : 0) ? -1 : (reverse ? t + 1 : t - 1);
+            lstm_bwd_seq_step_f(t, prev, B, H, a, buf);
+            for (Py_ssize_t b = 0; b < B; b++)
+                axpy_rows_f(4 * H, H, (const float *)wv.buf,
+                            (const float *)(a[4].buf + (t * B + b) * a[4].s0),
+                            (float *)(a[5].buf + b * a[5].s0));
+        }
+        END_LOOP()
+    }
+    res = Py_NewRef(Py_None);
+done:
+    if (held_w)
+        PyBuffer_Release(&wv);
+    PyMem_RawFree(buf);
+    release(a, 7);
+    return res;
+#endif
 }
 
 /* gru_sequence(mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse): lstm_sequence for the GRU
@@ -1227,7 +1477,15 @@ static PyMethodDef methods[] = {
      "lstm_sequence(mm, hw, xw, c0, acts, hs, cs, hbuf, reverse): a whole LSTM direction.\n\n"
      "Equal steps of B rows, no projection: per step mm[0](mm[1], mm[2], out=mm[3]) writes\n"
      "the hidden product that hw views, then lstm_forward's gates fill the step's rows of\n"
-     "acts, hs, cs and hbuf (the next product's input, holding h0 at the start)."},
+     "acts, hs, cs and hbuf (the next product's input, holding h0 at the start).\n"
+     "mm = (w,) (W_hh, float32 (4H, H), C-contiguous, H % 8 == 0; hw None): the products run\n"
+     "in this module from w's own layout (small batches; needs AVX2/FMA)."},
+    {"lstm_backward_sequence", (PyCFunction)(void (*)(void))py_lstm_backward_sequence, METH_FASTCALL,
+     "lstm_backward_sequence(w, ghs, acts, cs, c0, dgates, dh, dc, reverse): BPTT through a\n"
+     "whole LSTM direction of equal steps, float32, no projection (small batches).\n\n"
+     "Per step (last first): lstm_backward's math on dh + ghs and dc writes the step's rows of\n"
+     "dgates and dc_prev over dc, then dh <- those rows @ w (w = W_hh (4H, H), C-contiguous,\n"
+     "H a multiple of 8).  dh, dc: gradients of h_n, c_n in; of h0, c0 out.  Needs AVX2/FMA."},
     {"gru_sequence", (PyCFunction)(void (*)(void))py_gru_sequence, METH_FASTCALL,
      "gru_sequence(mm, hw, xw, bias, acts, hwn, hs, hbuf, reverse): a whole GRU direction.\n\n"
      "Equal steps of B rows: per step mm[0](mm[1], mm[2], out=mm[3]) writes the hidden\n"
@@ -1432,7 +1690,7 @@ KCLONES static void NM(lstm_fwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, v
  * dfull = dh (+ ghs); d_o = dfull * (tc * (o (1 - o)));
  * dct = dfull * (o (1 - tc^2)) + dc; d_i = dct * (g (i (1 - i)));
  * d_f = dct * (cp (f (1 - f))); d_g = dct * (i (1 - g^2)); dc_prev = dct * f */
-static inline void NM(lstm_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict dc,
+static inline __attribute__((always_inline)) void NM(lstm_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict dc,
                                     const T *restrict a, const T *restrict c,
                                     const T *restrict cp, T *restrict dg, T *restrict dcp)
 {
@@ -1492,7 +1750,7 @@ KCLONES static void NM(lstm_bwd)(int flag, Py_ssize_t B, Py_ssize_t H, Arr *a, v
  * run there in place, c and h are written into cs/hs and the previous c read from cs, with
  * no row copies through a buffer. */
 KCLONES static void NM(lstm_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t B, Py_ssize_t H,
-                                      Arr *a, void *vbuf)
+                                      Arr *a, void *vbuf, int pre)
 {
     T *cpb = (T *)vbuf;
     Py_ssize_t W = 4 * H;
@@ -1500,8 +1758,13 @@ KCLONES static void NM(lstm_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t 
         Py_ssize_t nb = B - b0 < 8 ? B - b0 : 8;
         T *dst = (T *)(a[3].buf + (t * B + b0) * a[3].s0);
         int done = 0;
+        if (pre) {   /* the product is already in the step's rows of acts: add xw */
+            for (Py_ssize_t k = 0; k < nb; k++)
+                NM(gather_add)(&a[1], t * B + b0 + k, W, dst + k * W);
+            done = 1;
+        }
 #ifdef HAVE_BLOCK8
-        if (sizeof(T) == sizeof(float))
+        if (!done && sizeof(T) == sizeof(float))
             done = block8_add_f(&a[0], &a[1], t * B + b0, b0, nb, W, (float *)dst);
 #endif
         if (!done) {
@@ -1521,6 +1784,46 @@ KCLONES static void NM(lstm_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t 
             NM(lstm_fwd_row)(H, dst + k * W, cp, (T *)(a[5].buf + row * a[5].s0), h);
             NM(scatter)(&a[6], b, 0, H, h);
         }
+    }
+}
+
+/* One step of lstm_backward_sequence, without the product: rows [t B, t B + B).
+ * a: ghs (or None), acts, cs, c0, dgates, dh, dc; `prev` is the forward's previous step
+ * (-1: c0).  dh (B, H) holds the gradient reaching this step's h from the later steps;
+ * per row lstm_backward's math on dh + ghs and dc writes the step's dgates rows and
+ * dc_prev over dc (the caller then writes dgates @ W_hh over dh). */
+__attribute__((unused)) KCLONES static void NM(lstm_bwd_seq_step)(Py_ssize_t t, Py_ssize_t prev, Py_ssize_t B, Py_ssize_t H,
+                                          Arr *a, void *vbuf)
+{
+    T *dhb = (T *)vbuf, *dcpb = dhb + H, *cpb = dcpb + H, *ab = cpb + H, *cb = ab + 4 * H;
+    int direct = unit_cols(&a[1], sizeof(T)) && unit_cols(&a[2], sizeof(T));
+    for (Py_ssize_t b = 0; b < B; b++) {
+        Py_ssize_t row = t * B + b;
+        NM(gather)(&a[5], b, 0, H, dhb);
+        if (a[0].present)
+            NM(gather_add)(&a[0], row, H, dhb);
+        const T *cp, *ar, *cr;
+        if (prev < 0) {
+            NM(gather)(&a[3], b, 0, H, cpb);
+            cp = cpb;
+        } else if (direct)
+            cp = (const T *)(a[2].buf + (prev * B + b) * a[2].s0);
+        else {
+            NM(gather)(&a[2], prev * B + b, 0, H, cpb);
+            cp = cpb;
+        }
+        if (direct) {
+            ar = (const T *)(a[1].buf + row * a[1].s0);
+            cr = (const T *)(a[2].buf + row * a[2].s0);
+        } else {
+            NM(gather)(&a[1], row, 0, 4 * H, ab);
+            NM(gather)(&a[2], row, 0, H, cb);
+            ar = ab;
+            cr = cb;
+        }
+        T *dc = (T *)(a[6].buf + b * a[6].s0);
+        NM(lstm_bwd_row)(H, dhb, dc, ar, cr, cp, (T *)(a[4].buf + row * a[4].s0), dcpb);
+        memcpy(dc, dcpb, (size_t)H * sizeof(T));
     }
 }
 

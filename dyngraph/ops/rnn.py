@@ -71,6 +71,21 @@ def _packed_steps(w, n_steps, rows, n_cols) -> bool:
             and rows >= 4 and n_steps >= 8)
 
 
+# the one-row products of dyngraph/_kernels.c (lstm_sequence with mm = (W_hh,),
+# lstm_backward_sequence): built with them, AVX2/FMA at run time
+_ROWS = _K is not None and getattr(_K, "packed_gemm", False) and hasattr(_K, "lstm_backward_sequence")
+
+
+def _row_products(w, rows) -> bool:
+    """A uniform float32 LSTM layer of 1-3 rows a step runs its per-step products inside the
+    sequence kernels, from ``W_hh``'s own layout (no packing, no call back into NumPy): at
+    batch 1 ``h @ W_hh^T`` and ``d @ W_hh`` are matrix-vector products, ~5-6.5 us each in
+    OpenBLAS plus NumPy's call, ~1.5-2.5 us there (H 128).  The hidden size must be a
+    multiple of 8 (the kernels' vector width); 4 rows and more keep :func:`_packed_steps`'s
+    tile (or NumPy's product)."""
+    return _ROWS and w.dtype == np.float32 and 0 < rows < 4 and w.shape[1] % 8 == 0
+
+
 def _packed(w):
     """``w`` (N, K) packed for ``_K.gemm_packed`` (products ``a @ w.T``)."""
     bp = np.empty(w.shape[0] * w.shape[1], np.float32)
@@ -334,7 +349,6 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
     the step's rows of ``acts``, ``cs`` and ``hs`` in place.
     """
     hsz = c0.shape[1]
-    offs = _offsets(batch_sizes)
     n = len(batch_sizes)
     dtype = np.result_type(xw.dtype, w_hh.dtype)
     xw = xw.astype(dtype, copy=False)
@@ -360,7 +374,9 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
         # the loop below with its per-step views and argument checks.
         b0 = batch_sizes[0]
         hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
-        if f32 and _packed_steps(w_hh, n, b0, 4 * hsz):
+        if f32 and _row_products(w_hh, b0):   # the products inside the kernel
+            mm, hw = (np.ascontiguousarray(w_hh),), None
+        elif f32 and _packed_steps(w_hh, n, b0, 4 * hsz):
             # W_hh packed once, then h @ W_hh^T per step in our own kernel: OpenBLAS repacks
             # all of W_hh at every step (~20% of the step's product at batch 32, H 256)
             p2 = np.empty((b0, 4 * hsz), dtype)
@@ -374,6 +390,7 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
         _K.lstm_sequence(mm, hw, xw, c, acts, hs, cs, hbuf, reverse)
         last = slice(0, b0) if reverse else slice((n - 1) * b0, n * b0)
         return hs, hbuf, cs[last].copy(), acts, cs
+    offs = _offsets(batch_sizes)
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
@@ -406,7 +423,6 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     ghs, ghn, gcn = grads
     hs, _, _, acts, cs = out
     hsz = c0.shape[1]
-    offs = _offsets(batch_sizes)
     n = len(batch_sizes)
     dtype = acts.dtype
     # equal steps: a step's previous states are rows of hs/cs (or h0/c0), read in place
@@ -416,6 +432,16 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     if uniform:
         hprev = None
         c0r = c0[:b0] if c0.dtype == dtype else c0[:b0].astype(dtype)
+        if w_hr is None and dtype == np.float32 and _row_products(w_hh, b0):
+            # the whole time loop, products included, in one call (see _row_products)
+            if ghs is not None and ghs.dtype != dtype:
+                ghs = ghs.astype(dtype)
+            dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
+            dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
+            dgates = np.empty(acts.shape, dtype)
+            _K.lstm_backward_sequence(np.ascontiguousarray(w_hh), ghs, acts, cs, c0r, dgates, dh, dc,
+                                      reverse)
+            return [dgates, dh, dc, _uniform_dw(dgates, hs, h0, b0, dtype, reverse), None]
     else:
         hprev = _prev_all(hs, h0, batch_sizes, reverse)
         cprev = _prev_all(cs, c0, batch_sizes, reverse)
@@ -426,6 +452,7 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     dh = np.zeros(h0.shape, dtype) if ghn is None else np.array(ghn, dtype=dtype)
     dc = np.zeros(c0.shape, dtype) if gcn is None else np.array(gcn, dtype=dtype)
     dgates = np.empty(acts.shape, dtype)
+    offs = _offsets(batch_sizes)
     step = _K.lstm_backward
     # dh = dgates @ W_hh per step from W_hh^T packed once (see _lstm_forward_k); its width is
     # W_hh's columns: H, or the projection size
@@ -455,18 +482,36 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
             np.matmul(d, w_hh, out=dht)
         else:
             _K.gemm_packed(d, wp, dht)
-    if uniform:   # dW = dgates^T @ (previous h of every row): the shifted rows, then h0
-        h0r = h0[:b0] if h0.dtype == dtype else h0[:b0].astype(dtype)
-        if reverse:
-            dw = dgates[:-b0].T @ hs[b0:]
-            dw += dgates[-b0:].T @ h0r
-        else:
-            dw = dgates[b0:].T @ hs[:-b0]
-            dw += dgates[:b0].T @ h0r
-    else:
-        dw = dgates.T @ hprev
+    dw = _uniform_dw(dgates, hs, h0, b0, dtype, reverse) if uniform else dgates.T @ hprev
     dwr = None if w_hr is None else dhs.T @ hfull
     return [dgates, dh, dc, dw, dwr]
+
+
+def _uniform_dw(dgates, hs, h0, b0, dtype, reverse):
+    """dW_hh = dgates^T @ (previous h of every row) for equal steps of ``b0`` rows: the
+    shifted rows of ``hs``, then ``h0``.
+
+    Below 8 rows a step, one GEMM over a copy of the previous states (small): the product
+    of the first step's rows alone would be a (4H, b0) @ (b0, H) GEMM with an inner size of
+    1-7, which NumPy runs outside BLAS at b0 = 1 (a (4H, 1) transposed view is not
+    BLAS-able: ~175-200 us for 512 x 128 against ~40 us for the whole GEMM)."""
+    h0r = h0[:b0] if h0.dtype == dtype else h0[:b0].astype(dtype)
+    if b0 < 8:
+        hprev = np.empty(hs.shape, dtype)
+        if reverse:
+            hprev[:-b0] = hs[b0:]
+            hprev[-b0:] = h0r
+        else:
+            hprev[b0:] = hs[:-b0]
+            hprev[:b0] = h0r
+        return dgates.T @ hprev
+    if reverse:
+        dw = dgates[:-b0].T @ hs[b0:]
+        dw += dgates[-b0:].T @ h0r
+    else:
+        dw = dgates[b0:].T @ hs[:-b0]
+        dw += dgates[:b0].T @ h0r
+    return dw
 
 
 def _lstm_forward_any(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
