@@ -59,7 +59,7 @@ static Py_ssize_t n_prim, n_params, n_ne, n_f0, n_n0, n_f1, n_n1, n_f2, n_n2, n_
     n_in_meta, n_n_out;
 static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
     p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
-    p_vjp_argnum;
+    p_vjp_argnum, p_light;
 static PyTypeObject *PrimitiveType = NULL;
 
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
@@ -303,11 +303,11 @@ static PyObject *setup(PyObject *self, PyObject *args) {
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"_impl", "_quiet_impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
-                        "vjp_rules", "save_for", "vjp_argnum"};
+                        "vjp_rules", "save_for", "vjp_argnum", "light"};
     Py_ssize_t *po[] = {&p_impl, &p_quiet_impl, &p_promote, &p_promote_from, &p_broadcasts, &p_n_outputs,
                         &p_is_view, &p_differentiable, &p_nondiff, &p_save_inputs,
-                        &p_save_output, &p_meta, &p_vjp_rules, &p_save_for, &p_vjp_argnum};
-    for (int i = 0; i < 15; i++)
+                        &p_save_output, &p_meta, &p_vjp_rules, &p_save_for, &p_vjp_argnum, &p_light};
+    for (int i = 0; i < 16; i++)
         if (slot_offset(prim, pn[i], po[i]) < 0) return NULL;
     if (fpvar == Py_None) {
         Py_CLEAR(FpVar);
@@ -515,6 +515,24 @@ static PyObject *slow(PyObject *prim, PyObject *args, PyObject *params) {
 /* shape of an array or Tensor-data, new reference */
 static PyObject *shape_of(PyObject *a) { return PyObject_GetAttr(a, s_shape); }
 
+/* Meta(shape, dtype) of a Tensor's array: a new instance with its two slots set, as
+   Meta.__init__; new reference */
+static PyObject *make_meta(PyObject *a) {
+    PyObject *d = SLOT(a, t_data);
+    PyObject *shape = shape_of(d);
+    PyObject *dt = shape ? get_dtype(d) : NULL;
+    PyObject *m = dt ? alloc_none((PyTypeObject *)MetaType, meta_slots, n_meta_slots) : NULL;
+    if (m != NULL) {
+        set_slot(m, m_shape, shape);
+        set_slot(m, m_dtype, dt);
+        untrack_shape(shape);
+        if (!PyObject_IS_GC(dt)) gc_untrack(m);   /* NumPy's dtypes are not GC objects */
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(dt);
+    return m;
+}
+
 static PyObject *make_meta_list(PyObject *args, Py_ssize_t n) {
     PyObject *lst = PyList_New(n);
     if (lst == NULL) return NULL;
@@ -522,19 +540,7 @@ static PyObject *make_meta_list(PyObject *args, Py_ssize_t n) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
         PyObject *m;
         if (PyObject_TypeCheck(a, TensorType)) {
-            PyObject *d = SLOT(a, t_data);
-            PyObject *shape = shape_of(d);
-            PyObject *dt = shape ? get_dtype(d) : NULL;
-            /* Meta(shape, dtype): a new instance with its two slots set, as Meta.__init__ */
-            m = dt ? alloc_none((PyTypeObject *)MetaType, meta_slots, n_meta_slots) : NULL;
-            if (m != NULL) {
-                set_slot(m, m_shape, shape);
-                set_slot(m, m_dtype, dt);
-                untrack_shape(shape);
-                if (!PyObject_IS_GC(dt)) gc_untrack(m);   /* NumPy's dtypes are not GC objects */
-            }
-            Py_XDECREF(shape);
-            Py_XDECREF(dt);
+            m = make_meta(a);
             if (m == NULL) {
                 Py_DECREF(lst);
                 return NULL;
@@ -670,13 +676,28 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
                 }
             }
         }
+        /* light: kept Tensor inputs whose rules read only their shape and dtype are saved as a
+           Meta (neither kept alive nor version-checked), as registry.record does */
+        PyObject *metas[BIND_MAX_ARGS];
+        for (Py_ssize_t i = 0; i < n; i++) metas[i] = NULL;
+        PyObject *light = SLOT(prim, p_light);
+        if (PyTuple_Check(light)) {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(light); k++) {
+                Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(light, k));
+                if (j == -1 && PyErr_Occurred()) goto fail_metas;
+                if (j >= 0 && j < n && keep[j] && metas[j] == NULL &&
+                    PyObject_TypeCheck(PyTuple_GET_ITEM(args, j), TensorType) &&
+                    (metas[j] = make_meta(PyTuple_GET_ITEM(args, j))) == NULL)
+                    goto fail_metas;
+            }
+        }
         /* the saved arguments go in the node's slots (saved_count above; the Node.saved setter
            builds the same from registry.record's tuple): the args, None where not kept */
         PyObject *sx = NULL, *sn = NULL;
         const Py_ssize_t so[INLINE_EDGES] = {n_s0, n_s1, n_s2};
-        if (n > INLINE_EDGES && (sx = PyTuple_New(n - INLINE_EDGES)) == NULL) goto fail;
+        if (n > INLINE_EDGES && (sx = PyTuple_New(n - INLINE_EDGES)) == NULL) goto fail_metas;
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *a = keep[i] ? PyTuple_GET_ITEM(args, i) : Py_None;
+            PyObject *a = !keep[i] ? Py_None : metas[i] ? metas[i] : PyTuple_GET_ITEM(args, i);
             if (i < INLINE_EDGES)
                 set_slot(node, so[i], a);
             else
@@ -684,7 +705,7 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
         }
         if ((sn = PyLong_FromSsize_t(n)) == NULL) {
             Py_XDECREF(sx);
-            goto fail;
+            goto fail_metas;
         }
         set_slot(node, n_sn, sn);
         Py_DECREF(sn);
@@ -697,11 +718,11 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
         if (dl == NULL || vl == NULL) {
             Py_XDECREF(dl);
             Py_XDECREF(vl);
-            goto fail;
+            goto fail_metas;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *a = saved_item(node, i);
-            PyList_SET_ITEM(dl, i, Py_NewRef(keep[i] ? datas[i] : Py_None));
+            PyList_SET_ITEM(dl, i, Py_NewRef(!keep[i] ? Py_None : metas[i] ? metas[i] : datas[i]));
             PyObject *v;
             if (PyObject_TypeCheck(a, TensorType)) {
                 PyObject *vc = SLOT(a, t_vc);
@@ -709,7 +730,7 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
                 if (v == NULL) {
                     Py_DECREF(dl);
                     Py_DECREF(vl);
-                    goto fail;
+                    goto fail_metas;
                 }
             } else {
                 v = Py_NewRef(Py_None);
@@ -722,7 +743,13 @@ static PyObject *make_node(PyObject *prim, PyObject *args, PyObject *params, PyO
         set_slot(node, n_saved_versions, vl);
         Py_DECREF(dl);
         Py_DECREF(vl);
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(metas[i]);
+        goto done;
+    fail_metas:
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(metas[i]);
+        goto fail;
     }
+done:
     /* (nothing saved: _sn, saved_data and saved_versions stay None from alloc_none) */
     return node;
 fail:
@@ -1483,6 +1510,224 @@ static PyObject *mark_views(PyObject *self, PyObject *const *fargs, Py_ssize_t n
     return Py_NewRef(outs);
 }
 
+/* --- small array loops (the buffer protocol: no NumPy headers) ----------------------------
+   Loops that NumPy runs through per-call machinery costing several times the work on the
+   small arrays of per-item models.  Each returns False/None where it does not apply (the
+   caller then takes its NumPy path, which stays the reference) and gives NumPy's bits. */
+
+/* buffer format -> 'f' (float32), 'd' (float64), 'q' (int64), 'i' (int32) or 0 */
+static char buf_kind(const Py_buffer *b) {
+    const char *f = b->format ? b->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<') f++;   /* native (little-endian x86/arm) */
+    if (f[0] == 0 || f[1] != 0) return 0;
+    switch (f[0]) {
+    case 'f': return b->itemsize == 4 ? 'f' : 0;
+    case 'd': return b->itemsize == 8 ? 'd' : 0;
+    case 'l': case 'q': return b->itemsize == 8 ? 'q' : 0;
+    case 'i': return b->itemsize == 4 ? 'i' : 0;
+    default: return 0;
+    }
+}
+
+/* rows_add(out, rows, vals): np.add.at(out, rows, vals) along the first axis -- out[rows[i]]
+   += vals[i] for i in order, as ufunc.at visits them (the same sums in the same order: the
+   same bits).  out: writable C-contiguous float32/float64 of >= 1 row; rows: 1-D int64 (any
+   stride), entries in [-n, n) (a negative one wraps, as in NumPy); vals: C-contiguous, the
+   dtype of out, len(rows) rows of out's row size.  False (nothing written) otherwise. */
+static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3) {
+        PyErr_SetString(PyExc_TypeError, "rows_add(out, rows, vals)");
+        return NULL;
+    }
+    Py_buffer ob, rb, vb;
+    int ok = 0;
+    if (PyObject_GetBuffer(a[0], &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GetBuffer(a[1], &rb, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&ob);
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GetBuffer(a[2], &vb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&rb);
+        PyBuffer_Release(&ob);
+        Py_RETURN_FALSE;
+    }
+    char k = buf_kind(&ob);
+    if ((k == 'f' || k == 'd') && buf_kind(&vb) == k && buf_kind(&rb) == 'q' && rb.ndim == 1 &&
+        ob.ndim >= 1 && ob.shape[0] > 0) {
+        Py_ssize_t nrow = ob.shape[0], m = rb.shape[0], st = rb.strides[0];
+        Py_ssize_t r = ob.len / ob.itemsize / nrow;
+        const char *rp = (const char *)rb.buf;
+        if (vb.len == m * r * vb.itemsize) {
+            ok = 1;
+            for (Py_ssize_t i = 0; i < m && ok; i++) {
+                long long row = *(const long long *)(rp + i * st);
+                if (row < 0) row += nrow;
+                ok = row >= 0 && row < nrow;
+            }
+        }
+        if (ok && k == 'd') {
+            double *o = (double *)ob.buf;
+            const double *v = (const double *)vb.buf;
+            for (Py_ssize_t i = 0; i < m; i++) {
+                long long row = *(const long long *)(rp + i * st);
+                double *orow = o + (row < 0 ? row + nrow : row) * r;
+                const double *vrow = v + i * r;
+                for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
+            }
+        } else if (ok) {
+            float *o = (float *)ob.buf;
+            const float *v = (const float *)vb.buf;
+            for (Py_ssize_t i = 0; i < m; i++) {
+                long long row = *(const long long *)(rp + i * st);
+                float *orow = o + (row < 0 ? row + nrow : row) * r;
+                const float *vrow = v + i * r;
+                for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
+            }
+        }
+    }
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&ob);
+    return PyBool_FromLong(ok);
+}
+
+/* index_below(ia, n): whether every entry of the int64/int32 array ia (any strides, zero
+   strides of an expand() included) is in [0, n); None for other arrays. */
+static PyObject *index_below(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    long long n;
+    if (na != 2 || ((n = PyLong_AsLongLong(a[1])) == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "index_below(ia, n)");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(a[0], &b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char k = buf_kind(&b);
+    if ((k != 'q' && k != 'i') || b.ndim > 32) {
+        PyBuffer_Release(&b);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t idx[32] = {0};
+    int nd = b.ndim, ok = 1;
+    Py_ssize_t total = 1;
+    for (int d = 0; d < nd; d++) total *= b.shape[d];
+    const char *p = (const char *)b.buf;
+    /* an odometer over the dimensions; the last one innermost */
+    for (Py_ssize_t c = 0; c < total && ok; c++) {
+        long long v = k == 'q' ? *(const long long *)p : (long long)*(const int *)p;
+        ok = v >= 0 && v < n;
+        for (int d = nd - 1; d >= 0; d--) {
+            p += b.strides[d];
+            if (++idx[d] < b.shape[d]) break;
+            p -= b.strides[d] * b.shape[d];
+            idx[d] = 0;
+        }
+    }
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(ok);
+}
+
+/* NumPy's pairwise summation of n contiguous values (loops_utils.h: sequential below 8, eight
+   accumulators up to 128, halves above), the order ufunc add.reduce sums a contiguous run in;
+   in the type itself, as NumPy does for float32 and float64. */
+#define PAIRWISE_SUM(NAME, T)                                                             \
+    static T NAME(const T *a, Py_ssize_t n) {                                             \
+        if (n < 8) {                                                                      \
+            T res = (T)-0.0;                                                              \
+            for (Py_ssize_t i = 0; i < n; i++) res += a[i];                               \
+            return res;                                                                   \
+        }                                                                                 \
+        if (n <= 128) {                                                                   \
+            T r[8], res;                                                                  \
+            Py_ssize_t i;                                                                 \
+            for (int j = 0; j < 8; j++) r[j] = a[j];                                      \
+            for (i = 8; i < n - (n % 8); i += 8)                                          \
+                for (int j = 0; j < 8; j++) r[j] += a[i + j];                             \
+            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));      \
+            for (; i < n; i++) res += a[i];                                               \
+            return res;                                                                   \
+        }                                                                                 \
+        Py_ssize_t n2 = n / 2;                                                            \
+        n2 -= n2 % 8;                                                                     \
+        return NAME(a, n2) + NAME(a + n2, n - n2);                                        \
+    }
+PAIRWISE_SUM(pairwise_f32, float)
+PAIRWISE_SUM(pairwise_f64, double)
+
+/* row_shift(x, e, t): one row of logits (C-contiguous float32/float64 x, writable e of its
+   size and dtype): e = x - max(x) (NaN if any entry is NaN, as np.maximum.reduce), returns
+   x[t] - max(x) as a float (exact: a value of x's dtype); None where it does not apply. */
+static PyObject *row_shift(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    Py_ssize_t t;
+    if (na != 3 || ((t = PyLong_AsSsize_t(a[2])) == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "row_shift(x, e, t)");
+        return NULL;
+    }
+    Py_buffer xb, eb;
+    if (PyObject_GetBuffer(a[0], &xb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(a[1], &eb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&xb);
+        Py_RETURN_NONE;
+    }
+    char k = buf_kind(&xb);
+    PyObject *res = NULL;
+    Py_ssize_t c = xb.itemsize ? xb.len / xb.itemsize : 0;
+    if ((k == 'f' || k == 'd') && buf_kind(&eb) == k && eb.len == xb.len && c > 0 && t >= 0 &&
+        t < c) {
+        if (k == 'f') {
+            const float *x = (const float *)xb.buf;
+            float *e = (float *)eb.buf, m = x[0];
+            for (Py_ssize_t i = 1; i < c && m == m; i++)
+                if (!(x[i] <= m)) m = x[i];   /* a NaN entry becomes the maximum and stops */
+            for (Py_ssize_t i = 0; i < c; i++) e[i] = x[i] - m;
+            res = PyFloat_FromDouble((double)e[t]);
+        } else {
+            const double *x = (const double *)xb.buf;
+            double *e = (double *)eb.buf, m = x[0];
+            for (Py_ssize_t i = 1; i < c && m == m; i++)
+                if (!(x[i] <= m)) m = x[i];
+            for (Py_ssize_t i = 0; i < c; i++) e[i] = x[i] - m;
+            res = PyFloat_FromDouble(e[t]);
+        }
+    } else {
+        res = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&xb);
+    return res;
+}
+
+/* row_sum(e): np.add.reduce(e, axis=None) of a C-contiguous float32/float64 array, as a float
+   (exact: a value of e's dtype); None for other arrays. */
+static PyObject *row_sum(PyObject *self, PyObject *e) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(e, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char k = buf_kind(&b);
+    PyObject *res;
+    if (k == 'f')
+        res = PyFloat_FromDouble((double)(0.0f + pairwise_f32((const float *)b.buf, b.len / 4)));
+    else if (k == 'd')
+        res = PyFloat_FromDouble(0.0 + pairwise_f64((const double *)b.buf, b.len / 8));
+    else
+        res = Py_NewRef(Py_None);
+    PyBuffer_Release(&b);
+    return res;
+}
+
 static PyObject *fields_direct(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(layout_ok);
 }
@@ -1495,6 +1740,13 @@ static PyMethodDef methods[] = {
     {"discover", discover, METH_O, "Dependency counts of the graph behind the root vertices."},
     {"backward_loop", backward_loop, METH_VARARGS, "The engine's plain-backward loop."},
     {"setup", setup, METH_VARARGS, "Bind the accelerator to dyngraph's classes."},
+    {"rows_add", (PyCFunction)(void (*)(void))rows_add, METH_FASTCALL,
+     "rows_add(out, rows, vals): np.add.at(out, rows, vals) along axis 0 (False: not done)."},
+    {"index_below", (PyCFunction)(void (*)(void))index_below, METH_FASTCALL,
+     "index_below(ia, n): every entry of the int array ia in [0, n) (None: not an int array)."},
+    {"row_shift", (PyCFunction)(void (*)(void))row_shift, METH_FASTCALL,
+     "row_shift(x, e, t): e = x - max(x); returns x[t] - max(x) (None: not done)."},
+    {"row_sum", row_sum, METH_O, "row_sum(e): np.add.reduce(e, axis=None) of a float array."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(prim, args, params={}): the eager dispatch fast path."},
     {NULL, NULL, 0, NULL}};

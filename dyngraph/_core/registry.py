@@ -70,6 +70,11 @@ class Primitive:
         save_inputs / save_output: what the rules read.  Inputs that are not
             saved reach the rules as ``None``, or as a :class:`Meta` (shape and
             dtype only) when ``meta=True``, so their data can be freed early.
+        light: positions of saved inputs whose rules read only their shape and
+            dtype (``h[idx]``'s ``h``, a scatter's target and source): the node
+            saves a :class:`Meta` for them, neither keeping their data alive nor
+            checking their version (``y = h[i]; h[j] = 0; y.backward()`` works,
+            as in PyTorch).
         promote: ``None`` (inputs used as given), ``"same"`` (tensors and Python
             scalars promoted to one dtype, PyTorch rules) or ``"float"`` (same,
             then integers become the default float dtype).
@@ -93,13 +98,13 @@ class Primitive:
         "name", "_impl", "_quiet_impl", "vjp_rules", "vjp_argnum", "save_inputs", "save_output",
         "promote", "promote_from", "broadcasts", "n_outputs", "is_view", "differentiable",
         "nondiff_argnums", "meta", "save_for", "doc", "batch", "batchable", "batch_reason",
-        "ufunc", "random", "pure", "torch_name",
+        "ufunc", "random", "pure", "torch_name", "light",
     )
 
     def __init__(self, name: str, impl: Callable, *, save_inputs=False, save_output=False,
                  promote=None, promote_from=0, broadcasts=False, n_outputs=1, is_view=False,
                  differentiable=True, nondiff_argnums=(), meta=False, save_for=None,
-                 ufunc=None, random=False, pure=None, torch_name=None):
+                 ufunc=None, random=False, pure=None, torch_name=None, light=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
         self.name = name
@@ -121,6 +126,7 @@ class Primitive:
         # save_for[i] = the inputs the rule of input i reads; inputs no needed rule
         # reads are not kept (x * 2.0 keeps nothing of x, as in PyTorch)
         self.save_for = tuple(tuple(x) for x in save_for) if save_for is not None else None
+        self.light = tuple(int(i) for i in light) if light else None
         self.doc = impl.__doc__
         # facts the graph passes read (jit/passes): the NumPy ufunc the forward is, with any
         # trailing literal operands (``relu`` is ``np.maximum(x, 0.0)``), for fusion; whether
@@ -434,6 +440,13 @@ def record(prim: Primitive, args: tuple, datas: list, params: dict, out):
             if len(keep) < len(args):
                 saved = tuple(a if i in keep else None for i, a in enumerate(args))
                 saved_data = [d if i in keep else None for i, d in enumerate(datas)]
+        if prim.light is not None:
+            saved, saved_data = list(saved), list(saved_data)
+            for i in prim.light:
+                a = saved[i] if i < len(saved) else None
+                if isinstance(a, Tensor):
+                    saved[i] = saved_data[i] = Meta(a._data.shape, a._data.dtype)
+            saved = tuple(saved)
         node.saved = saved
         node.saved_data = saved_data
         versions = []
@@ -558,6 +571,10 @@ _new = object.__new__
 # case (no interpreter, no promotion, one output) in C and calls ``_bind_py``
 # for everything else.  DYNGRAPH_PURE_PYTHON=1 disables it.
 bind = _bind_py
+# The accelerator's small array loops (``rows_add``, ``index_below``, ``row_shift``, ``row_sum``:
+# NumPy's results without its per-call cost on tiny arrays), or None: the families then run
+# their NumPy code, which stays the reference.
+LOOPS = None
 if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
     try:
         from .. import _speedups
@@ -568,3 +585,5 @@ if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
                         _as_array, _finish, _mark_view, _FP_STATE, _FP_QUIET, EMPTY)
         bind = _speedups.bind
         mark_views = _speedups.mark_views
+        if hasattr(_speedups, "rows_add"):   # (an extension built before them has none)
+            LOOPS = _speedups

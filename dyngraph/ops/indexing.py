@@ -17,7 +17,8 @@ advanced index.
 Gradients of gathering ops scatter-add into zeros (``np.add.at``), so
 repeated indices accumulate.  Rules only read index *data*; the values of
 the indexed tensor are never needed, so nodes keep its shape only
-(:func:`_bind_light`), which also keeps ``h[:, t] = f(x)`` loops cheap.
+(the ``light`` inputs of their ``@primitive``), which also keeps ``h[:, t] = f(x)`` loops
+cheap.
 
 Index tensors of the variadic primitives (``index``, ``index_put``...) are
 integer or bool tensors, which never require grad, so they never get an edge;
@@ -36,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
 from .reduction import sum_p
 from .registry import primitive
@@ -114,7 +116,7 @@ def _split(spec: tuple, arrays, ndim: int):
 # advanced indexing
 # ---------------------------------------------------------------------------
 
-@primitive("index", save_inputs=True)
+@primitive("index", save_inputs=True, light=(0,))
 def index_p(x, *indices, index=()):
     """``x[spec]`` where ``"tensor"`` entries take the index arrays in order (a copy)."""
     try:
@@ -160,7 +162,7 @@ index_p.defvjp_argnum(_index_vjp)
 index_backward_p.defvjp_argnum(_index_backward_vjp)
 
 
-@primitive("index_put", save_inputs=True)
+@primitive("index_put", save_inputs=True, light=(0, 1))
 def index_put_p(x, values, *indices, index=(), accumulate=False):
     """A copy of ``x`` with ``values`` written (or added) at ``x[spec]``."""
     out = x.copy()
@@ -219,7 +221,7 @@ def _src_block(src, index):
     return src[tuple(slice(0, n) for n in index.shape)].reshape(index.shape)
 
 
-@primitive("scatter", save_inputs=True, nondiff_argnums=(1,))
+@primitive("scatter", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def scatter_p(x, index, src, dim=0):
     out = x.copy()
     o1, i1 = _as1d(out, index)
@@ -251,6 +253,8 @@ def _rows_add_at(out, rows, vals):
         r *= n
     if rows.ndim == 2 and rows.strides[1] == 0 and rows.shape[1] == r:
         rows = rows[:, 0]  # an expanded index (``dst.unsqueeze(1).expand(-1, H)``): whole rows
+    if rows.ndim == 1 and _LOOPS is not None and _LOOPS.rows_add(out, rows, vals):
+        return True   # the accelerator's loop: the same additions in the same order
     if rows.ndim == 1:  # whole rows (index_add): row k covers [k * r, (k + 1) * r)
         flat = rows[:, None] * r + np.arange(r) if r != 1 else rows
     elif rows.ndim == 2 == out.ndim:
@@ -272,7 +276,7 @@ def _rows_add_at(out, rows, vals):
     return True
 
 
-@primitive("scatter_add", save_inputs=True, nondiff_argnums=(1,))
+@primitive("scatter_add", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def scatter_add_p(x, index, src, dim=0):
     if dim == 0 and index.ndim == x.ndim and hasattr(src, "ndim") and src.ndim:
         out = x.copy()
@@ -427,7 +431,7 @@ def _x1(x):
     return x.reshape(1) if x.ndim == 0 else x
 
 
-@primitive("index_select", save_inputs=True, nondiff_argnums=(1,))
+@primitive("index_select", save_inputs=True, nondiff_argnums=(1,), light=(0,))
 def index_select_p(x, index, dim=0):
     return np.take(_x1(x), index, axis=dim) if x.ndim else np.take(x.reshape(1), index).reshape(())
 
@@ -447,7 +451,7 @@ index_select_backward_p.defvjp(lambda g, out, gx, index, shape=(), dim=0: index_
                                None)
 
 
-@primitive("index_add", save_inputs=True, nondiff_argnums=(1,))
+@primitive("index_add", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def index_add_p(x, index, src, dim=0, alpha=1):
     s = src if alpha == 1 else src * alpha
     if dim == 0 and x.ndim and index.ndim == 1:
@@ -471,7 +475,7 @@ index_add_p.defvjp(lambda g, out, x, index, src, dim=0, alpha=1: g, None,
                    lambda g, out, x, index, src, dim=0, alpha=1: _index_add_src(g, index, src, dim, alpha))
 
 
-@primitive("index_copy", save_inputs=True, nondiff_argnums=(1,))
+@primitive("index_copy", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def index_copy_p(x, index, src, dim=0):
     out = x.copy()
     o1 = _x1(out)
@@ -479,7 +483,7 @@ def index_copy_p(x, index, src, dim=0):
     return out
 
 
-@primitive("index_fill", save_inputs=True, nondiff_argnums=(1,))
+@primitive("index_fill", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def index_fill_p(x, index, value, dim=0):
     out = x.copy()
     _x1(out)[_dim_sel(dim, index)] = value
@@ -506,7 +510,8 @@ index_fill_p.defvjp(lambda g, out, x, index, value, dim=0: index_fill_p(g, index
 # masks
 # ---------------------------------------------------------------------------
 
-@primitive("masked_fill", save_inputs=True, broadcasts=True, nondiff_argnums=(1,))
+@primitive("masked_fill", save_inputs=True, broadcasts=True, nondiff_argnums=(1,),
+           light=(0, 2))
 def masked_fill_p(x, mask, value):
     v = value if not hasattr(value, "dtype") else value.astype(x.dtype, copy=False)
     return np.where(mask, np.asarray(v, dtype=x.dtype), x)

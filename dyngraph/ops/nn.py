@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
 from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
@@ -505,6 +506,10 @@ def cross_entropy_p(x, target, reduction="mean", ignore_index=-100, residual=Non
     k = _ce_kernel(x, target, ignore_index) if x.shape[-1] >= _KCE_MIN_C else None
     if k is not None:
         return _ce_loss_k(x, target, reduction, ignore_index, residual, *k)
+    if x.shape[0] == 1 and reduction != "none" and _LOOPS is not None:
+        loss = _ce_one_row(x, target, ignore_index, residual)
+        if loss is not None:
+            return loss
     e, s, shift = _ce_exp(x)
     if residual is not None:
         residual.e, residual.s = e, s
@@ -576,6 +581,27 @@ def _ce_loss_k(x, target, reduction, ignore_index, residual, e, s, picked, ignor
             return np.asarray(-total / dtype.type(n), dtype=dtype)
     w, _ = _nll_terms(target, None, ignore_index, dtype)
     return _reduce_losses(-w * picked, w, reduction, dtype)
+
+
+def _ce_one_row(x, target, ignore_index, residual):
+    """The loss of one row of logits (a per-item loss) with the NumPy path's bits and fewer
+    calls, or None: the accelerator's loops take the max and the shift (``row_shift``: IEEE
+    subtractions) and the sum in ``np.add.reduce``'s order (``row_sum``), and NumPy's own
+    ``exp`` and ``log`` run between them; so the exponentials, sums and losses are those of
+    ``_ce_exp`` below, bit for bit (tests/test_small_ops_rows.py)."""
+    t0 = int(target[0])
+    if t0 == ignore_index or type(x) is not np.ndarray:
+        return None
+    e = np.empty(x.shape, x.dtype)
+    d = _LOOPS.row_shift(x, e, t0)   # None: not contiguous, another dtype, target out of range
+    if d is None:
+        return None
+    np.exp(e, out=e)
+    st = x.dtype.type
+    s = st(_LOOPS.row_sum(e))
+    if residual is not None:
+        residual.e, residual.s = e, s
+    return np.asarray(-(st(d) - np.log(s)), dtype=x.dtype)
 
 
 def _ce_exp(x):

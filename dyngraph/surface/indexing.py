@@ -15,6 +15,7 @@ import operator
 import numpy as np
 
 from .._core.graph import Meta, bump_version
+from .._core.registry import LOOPS as _LOOPS
 from .._core.state import STATE, concrete
 from ..creation import tensor as _tensor
 from ..ops.indexing import (
@@ -133,7 +134,9 @@ def parse_index(idx):
 def _bind_light(prim, args, params, light):
     """``bind``, then let the node keep only the shape of the inputs in ``light``:
     their values are not read by the rules, so they are neither kept alive nor
-    version-checked (``y = h[i]; h[j] = 0; y.backward()`` is fine, as in PyTorch)."""
+    version-checked (``y = h[i]; h[j] = 0; y.backward()`` is fine, as in PyTorch).
+    Only for ``gather`` (ops/structural.py); the primitives of ops/indexing.py declare
+    the same with ``@primitive(light=...)``, which the node builders (C and Python) apply."""
     out = bind(prim, args, params)
     first = out[0] if type(out) is tuple and out else out
     node = first._fn if type(first) is Tensor else None
@@ -163,12 +166,12 @@ def _getitem(self, idx):
             return bind(getitem_p, (self,), {"index": ((start, stop, None),)})
     if type(idx) is Tensor and idx._data.dtype.kind == "i" and self._data.ndim:
         # h[src] with an integer index tensor: what parse_index and _check_index_dims make of it
-        return _bind_light(index_p, (self, idx), {"index": (TENSOR,)}, (0,))
+        return bind(index_p, (self, idx), {"index": (TENSOR,)})
     spec, tensors = parse_index(idx)
     if not tensors:
         return bind(getitem_p, (self,), {"index": spec})
     _check_index_dims(self, spec, tensors)
-    return _bind_light(index_p, (self, *tensors), {"index": spec}, (0,))
+    return bind(index_p, (self, *tensors), {"index": spec})
 
 
 def _check_index_dims(x, spec, tensors):
@@ -216,8 +219,8 @@ def index_put(input, indices, values, accumulate: bool = False):
     spec, tensors = parse_index(tuple(indices))
     values = _value_operand(input, values, "index_put")
     _check_index_dims(input, spec, tensors)
-    return _bind_light(index_put_p, (input, values, *tensors),
-                       {"index": spec, "accumulate": bool(accumulate)}, (0, 1))
+    return bind(index_put_p, (input, values, *tensors),
+                {"index": spec, "accumulate": bool(accumulate)})
 
 
 def _assign(self, spec, tensors, value, accumulate, op):
@@ -227,7 +230,7 @@ def _assign(self, spec, tensors, value, accumulate, op):
             self._rg or (isinstance(value, Tensor) and value._rg))):
         params = {"index": spec, "accumulate": accumulate}
         return apply_inplace(
-            self, lambda s: _bind_light(index_put_p, (s, value, *tensors), params, (0, 1)), op)
+            self, lambda s: bind(index_put_p, (s, value, *tensors), params), op)
     data = self._data
     if not data.flags.writeable:
         data = self._data = data.copy()
@@ -272,12 +275,33 @@ def index_put_(self, indices, values, accumulate: bool = False):
 def _all_below(ia, n) -> bool:
     """Whether every entry of the integer array ``ia`` is in ``[0, n)``, in one reduction: seen
     as unsigned, a negative entry is above any ``n`` (False means: look closer)."""
-    if ia.dtype.kind != "i" or type(ia) is not np.ndarray:
+    if type(ia) is not np.ndarray or ia.dtype.kind != "i":
         return False
+    if _LOOPS is not None:   # the accelerator's loop (int64/int32, any strides), else None
+        below = _LOOPS.index_below(ia, n)
+        if below is not None:
+            return below
     return int(np.maximum.reduce(ia.view(ia.dtype.str.replace("i", "u")), axis=None)) < n
 
 
 def _check_gather_like(op, input, dim, index, src=None):
+    if type(index) is Tensor and type(dim) is int:
+        # the usual call (an integer index of the input's rank, within its sizes and the
+        # source's, every entry in range): what the checks below accept, in one pass
+        ia = index._data
+        ish, xsh = ia.shape, input._data.shape
+        nd = len(xsh)
+        if nd and len(ish) == nd and -nd <= dim < nd and ia.dtype.kind == "i":
+            d = dim + nd if dim < 0 else dim
+            ssh = src._data.shape if isinstance(src, Tensor) else None
+            if ssh is not None and len(ssh) != nd:
+                ssh = None
+            for k in range(nd):
+                if (k != d and ish[k] > xsh[k]) or (ssh is not None and ish[k] > ssh[k]):
+                    break
+            else:
+                if not ia.size or _all_below(ia, xsh[d]):
+                    return index, d
     index = _index_tensor(index) if not isinstance(index, Tensor) else index
     if index._data.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int64 for index (got {index.dtype})")
@@ -347,14 +371,14 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
         raise RuntimeError(f"scatter(): reduce argument must be either 'add' or 'multiply', got {reduce!r}")
     src = _scatter_src(input, src, value, "scatter")
     index, d = _check_gather_like("scatter", input, dim, index, src)
-    return _bind_light(scatter_p, (input, index, src), {"dim": d}, (0, 2))
+    return bind(scatter_p, (input, index, src), {"dim": d})
 
 
 def scatter_add(input, dim: int, index, src):
     """A copy of ``input`` with ``src`` added along ``dim`` at ``index`` (repeats accumulate)."""
     src = _scatter_src(input, src, None, "scatter_add")
     index, d = _check_gather_like("scatter_add", input, dim, index, src)
-    return _bind_light(scatter_add_p, (input, index, src), {"dim": d}, (0, 2))
+    return bind(scatter_add_p, (input, index, src), {"dim": d})
 
 
 def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):
@@ -397,7 +421,7 @@ def index_select(input, dim: int, index):
             [3., 4.]])
     """
     index, d = _check_index_1d("index_select", input, dim, index)
-    out = _bind_light(index_select_p, (input, index), {"dim": d}, (0,))
+    out = bind(index_select_p, (input, index), {"dim": d})
     return out
 
 
@@ -422,14 +446,14 @@ def index_add(input, dim: int, index, source, *, alpha=1):
     """A copy of ``input`` with ``alpha * source`` added at ``index`` along ``dim`` (repeats add up)."""
     index, d = _check_index_1d("index_add", input, dim, index)
     source = _src_for("index_add", input, source, index, d)
-    return _bind_light(index_add_p, (input, index, source), {"dim": d, "alpha": alpha}, (0, 2))
+    return bind(index_add_p, (input, index, source), {"dim": d, "alpha": alpha})
 
 
 def index_copy(input, dim: int, index, source):
     """A copy of ``input`` with ``source``'s slices written at ``index`` along ``dim``."""
     index, d = _check_index_1d("index_copy", input, dim, index)
     source = _src_for("index_copy", input, source, index, d)
-    return _bind_light(index_copy_p, (input, index, source), {"dim": d}, (0, 2))
+    return bind(index_copy_p, (input, index, source), {"dim": d})
 
 
 def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):
@@ -470,7 +494,7 @@ def index_fill(input, dim: int, index, value):
     """A copy of ``input`` with ``value`` (number or 0-d tensor) at ``index`` along ``dim``."""
     index, d = _check_index_1d("index_fill", input, dim, index)
     value = _fill_value(input, value, "index_fill")
-    return _bind_light(index_fill_p, (input, index, value), {"dim": d}, (0, 2))
+    return bind(index_fill_p, (input, index, value), {"dim": d})
 
 
 def _fill_value(input, value, op):
@@ -507,7 +531,7 @@ def masked_fill(input, mask, value):
     """
     mask = _mask_arg(mask, "masked_fill")
     value = _fill_value(input, value, "masked_fill")
-    return _bind_light(masked_fill_p, (input, mask, value), {}, (0, 2))
+    return bind(masked_fill_p, (input, mask, value), {})
 
 
 def masked_select(input, mask):
@@ -522,7 +546,7 @@ def masked_select(input, mask):
     if STATE.interpreter is not None:
         concrete(bind(_count_nonzero_p, (m,)), "masked_select: the number of True values decides "
                  "the output size")
-    return _bind_light(index_p, (x, m), {"index": (TENSOR,)}, (0,))
+    return bind(index_p, (x, m), {"index": (TENSOR,)})
 
 
 def masked_scatter(input, mask, source):
@@ -539,7 +563,7 @@ def masked_scatter(input, mask, source):
     vals = _getitem(source.reshape(-1), slice(0, n))
     if source._data.dtype != x._data.dtype:
         vals = vals.to(x.dtype)
-    return _bind_light(index_put_p, (x, vals, m), {"index": (TENSOR,), "accumulate": False}, (0, 1))
+    return bind(index_put_p, (x, vals, m), {"index": (TENSOR,), "accumulate": False})
 
 
 def take(input, index):
@@ -547,7 +571,7 @@ def take(input, index):
     index = _index_tensor(index)
     if index._data.dtype.kind not in "iu":
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
-    return _bind_light(index_p, (input.reshape(-1), index), {"index": (TENSOR,)}, (0,))
+    return bind(index_p, (input.reshape(-1), index), {"index": (TENSOR,)})
 
 
 def take_along_dim(input, indices, dim=None):

@@ -22,7 +22,7 @@ import mmap
 
 import numpy as np
 
-from .._core.graph import bump_version
+from .._core.graph import FREED, bump_version
 from .._core.state import STATE, note_inplace
 from ..backend import device_of, move_to
 from ..tensor import Tensor
@@ -44,22 +44,32 @@ def _notify(t: Tensor, value) -> None:
 
 def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     """Run ``compute(self)`` out of place and store the result in ``self``."""
-    _check_target(self, op)
+    state = STATE
+    if self._rg and self._fn is None and state.grad_enabled:
+        _check_target(self, op)   # raises: a leaf that requires grad
     old_fn, old_nr = self._fn, self._nr
     res = compute(self)
-    on_view = res._rg and self._base is not None and STATE.grad_enabled
+    on_view = res._rg and self._base is not None and state.grad_enabled
     node = res._fn
-    if node is not None and node.saved is not None and any(a is self for a in node.saved):
-        # The rule of this op reads the value being overwritten: keep a copy for it.
-        stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
-        node.saved_data = [stand_in._data if a is self else d for a, d in zip(node.saved, node.saved_data)]
-        node.saved_versions = [0 if a is self else v for a, v in zip(node.saved, node.saved_versions)]
-        node.saved = tuple(stand_in if a is self else a for a in node.saved)
+    if node is not None:
+        saved = node.saved
+        if saved is not None and FREED is not saved and any(a is self for a in saved):
+            # The rule of this op reads the value being overwritten: keep a copy for it.
+            stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
+            node.saved_data = [stand_in._data if a is self else d for a, d in zip(saved, node.saved_data)]
+            node.saved_versions = [0 if a is self else v for a, v in zip(saved, node.saved_versions)]
+            node.saved = tuple(stand_in if a is self else a for a in saved)
     if on_view:
         res = _rebase_view(self, res, op)
-    _write(self, res._data, op)
+    data, value = self._data, res._data
+    if type(data) is np.ndarray and type(value) is np.ndarray and value.dtype is data.dtype \
+            and value.shape == data.shape and data.flags.writeable:
+        np.copyto(data, value)   # the common case of _write: nothing to check or cast
+    else:
+        _write(self, value, op)
     bump_version(self)
-    _notify(self, res)
+    if state.interpreter is not None:
+        _notify(self, res)
     if res._rg:
         self._fn = res._fn
         self._nr = res._nr
