@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from ..dtypes import is_floating_point_dtype as _is_float_dtype
-from ..ops.rnn import gru_layer, lstm_cell, lstm_layer, rnn_layer
+from ..ops.rnn import gru_layer, lstm_cell, lstm_layer_sizes, rnn_layer
 from ..surface.indexing import index_select
 from ..surface.nn import linear
 from ..surface.shape import cat, reshape, stack, transpose, unsqueeze
@@ -185,14 +185,15 @@ class RNNBase(Module):
         return data, sizes, b, info
 
     def _state(self, h, b, info, what="hidden"):
-        """Check / default one initial state and bring it into the packed sort order."""
+        """Check one initial state and bring it into the packed sort order (None stays None:
+        zeros, made by :meth:`_run` without indexing nodes)."""
+        if h is None:   # zeros: _run makes one (B, H) array per state for every layer and direction
+            return None
         name = type(self).__name__
         d = 2 if self.bidirectional else 1
         size = self.proj_size if (what == "hidden" and self.proj_size) else self.hidden_size
         want = (self.num_layers * d, b, size)
         w = self._parameters[self._flat_weights_names[0]]
-        if h is None:
-            return _zeros(want, w)
         if not isinstance(h, Tensor):
             raise TypeError(f"{name}: the initial {what} state must be a Tensor, got {type(h).__name__}")
         if info[0] == "padded" and info[1][2]:
@@ -226,17 +227,23 @@ class RNNBase(Module):
         return out, states
 
     def _run(self, data, sizes, init_states):
-        """All layers and directions; ``init_states`` is a list of (L*D, B, H) tensors."""
+        """All layers and directions; ``init_states`` is a list of (L*D, B, H) tensors, or None
+        for zeros (hidden state first, then the LSTM's cell state)."""
         d = 2 if self.bidirectional else 1
         finals = [[] for _ in init_states]
         x = data
         p = self._parameters
+        b = sizes[0]
+        w = p[self._flat_weights_names[0]]
+        zero = [None if s is not None else
+                _zeros((b, self.proj_size if j == 0 and self.proj_size else self.hidden_size), w)
+                for j, s in enumerate(init_states)]   # read, never written: shared by all layers
         for layer in range(self.num_layers):
             outs = []
             for direction in range(d):
                 sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
                 k = layer * d + direction
-                h0s = [s[k] for s in init_states]
+                h0s = [s[k] if s is not None else z for s, z in zip(init_states, zero, strict=True)]
                 self._sfx = sfx
                 res = self._layer(x, h0s, p[f"weight_ih{sfx}"], p[f"weight_hh{sfx}"],
                                   p.get(f"bias_ih{sfx}"), p.get(f"bias_hh{sfx}"), sizes, direction == 1)
@@ -294,7 +301,7 @@ class LSTM(RNNBase):
     def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
         b = None if b_ih is None else b_ih + b_hh
         w_hr = self._parameters.get(f"weight_hr{self._sfx}") if self.proj_size else None
-        return lstm_layer(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse, w_hr)
+        return lstm_layer_sizes(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse, w_hr)
 
     def forward(self, input, hx=None):
         data, sizes, b, info = self._prepare(input, hx)

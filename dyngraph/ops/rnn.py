@@ -575,8 +575,14 @@ def lstm_layer(xw, h0, c0, w_hh, batch_sizes, reverse=False, w_hr=None):
     Gate order is PyTorch's (i, f, g, o).  With ``w_hr`` (P, H) the hidden state is
     projected (``proj_size``).  Returns ``(outputs (S, H or P), h_n, c_n)``.
     """
+    return lstm_layer_sizes(xw, h0, c0, w_hh, tuple(int(b) for b in batch_sizes), bool(reverse), w_hr)
+
+
+def lstm_layer_sizes(xw, h0, c0, w_hh, batch_sizes, reverse, w_hr=None):
+    """:func:`lstm_layer` with ``batch_sizes`` already a tuple of Python ints and ``reverse``
+    a bool (nn.LSTM's call: no conversion per call)."""
     hs, hn, cn, _, _ = bind(lstm_layer_p, (xw, h0, c0, w_hh, w_hr),
-                            {"batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse)})
+                            {"batch_sizes": batch_sizes, "reverse": reverse})
     return hs, hn, cn
 
 
