@@ -244,9 +244,8 @@ class RNNBase(Module):
                 sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
                 k = layer * d + direction
                 h0s = [s[k] if s is not None else z for s, z in zip(init_states, zero, strict=True)]
-                self._sfx = sfx
                 res = self._layer(x, h0s, p[f"weight_ih{sfx}"], p[f"weight_hh{sfx}"],
-                                  p.get(f"bias_ih{sfx}"), p.get(f"bias_hh{sfx}"), sizes, direction == 1)
+                                  p.get(f"bias_ih{sfx}"), p.get(f"bias_hh{sfx}"), sizes, direction == 1, sfx)
                 outs.append(res[0])
                 for j, s in enumerate(res[1:]):
                     finals[j].append(s)
@@ -274,7 +273,7 @@ class RNN(RNNBase):
                          0, device, dtype)
         self.nonlinearity = nonlinearity
 
-    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse, sfx):
         b = None if b_ih is None else b_ih + b_hh
         return rnn_layer(linear(x, w_ih, b), h0s[0], w_hh, sizes, reverse, self.nonlinearity)
 
@@ -298,9 +297,9 @@ class LSTM(RNNBase):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, proj_size, device, dtype)
 
-    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse, sfx):
         b = None if b_ih is None else b_ih + b_hh
-        w_hr = self._parameters.get(f"weight_hr{self._sfx}") if self.proj_size else None
+        w_hr = self._parameters.get(f"weight_hr{sfx}") if self.proj_size else None
         return lstm_layer_sizes(linear(x, w_ih, b), h0s[0], h0s[1], w_hh, sizes, reverse, w_hr)
 
     def forward(self, input, hx=None):
@@ -330,7 +329,7 @@ class GRU(RNNBase):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, 0, device, dtype)
 
-    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse):
+    def _layer(self, x, h0s, w_ih, w_hh, b_ih, b_hh, sizes, reverse, sfx):
         return gru_layer(linear(x, w_ih, b_ih), h0s[0], w_hh, b_hh, sizes, reverse)
 
     def forward(self, input, hx=None):
