@@ -1533,7 +1533,8 @@ static char buf_kind(const Py_buffer *b) {
    += vals[i] for i in order, as ufunc.at visits them (the same sums in the same order: the
    same bits).  out: writable C-contiguous float32/float64 of >= 1 row; rows: 1-D int64 (any
    stride), entries in [-n, n) (a negative one wraps, as in NumPy); vals: C-contiguous, the
-   dtype of out, len(rows) rows of out's row size.  False (nothing written) otherwise. */
+   dtype of out, len(rows) rows of out's row size, not overlapping out.  False (nothing
+   written) otherwise. */
 static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 3) {
         PyErr_SetString(PyExc_TypeError, "rows_add(out, rows, vals)");
@@ -1562,7 +1563,8 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         Py_ssize_t nrow = ob.shape[0], m = rb.shape[0], st = rb.strides[0];
         Py_ssize_t r = ob.len / ob.itemsize / nrow;
         const char *rp = (const char *)rb.buf;
-        if (vb.len == m * r * vb.itemsize) {
+        const char *o0 = (const char *)ob.buf, *v0 = (const char *)vb.buf;
+        if (vb.len == m * r * vb.itemsize && (o0 + ob.len <= v0 || v0 + vb.len <= o0)) {
             ok = 1;
             for (Py_ssize_t i = 0; i < m && ok; i++) {
                 long long row = *(const long long *)(rp + i * st);
@@ -1570,13 +1572,15 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
                 ok = row >= 0 && row < nrow;
             }
         }
+        /* (out and vals do not overlap, checked above: restrict lets the row loops vectorise;
+           each element still gets its additions one by one, in order) */
         if (ok && k == 'd') {
             double *o = (double *)ob.buf;
             const double *v = (const double *)vb.buf;
             for (Py_ssize_t i = 0; i < m; i++) {
                 long long row = *(const long long *)(rp + i * st);
-                double *orow = o + (row < 0 ? row + nrow : row) * r;
-                const double *vrow = v + i * r;
+                double *restrict orow = o + (row < 0 ? row + nrow : row) * r;
+                const double *restrict vrow = v + i * r;
                 for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
             }
         } else if (ok) {
@@ -1584,8 +1588,8 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             const float *v = (const float *)vb.buf;
             for (Py_ssize_t i = 0; i < m; i++) {
                 long long row = *(const long long *)(rp + i * st);
-                float *orow = o + (row < 0 ? row + nrow : row) * r;
-                const float *vrow = v + i * r;
+                float *restrict orow = o + (row < 0 ? row + nrow : row) * r;
+                const float *restrict vrow = v + i * r;
                 for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
             }
         }
@@ -1614,21 +1618,44 @@ static PyObject *index_below(PyObject *self, PyObject *const *a, Py_ssize_t na) 
         PyBuffer_Release(&b);
         Py_RETURN_NONE;
     }
-    Py_ssize_t idx[32] = {0};
-    int nd = b.ndim, ok = 1;
-    Py_ssize_t total = 1;
-    for (int d = 0; d < nd; d++) total *= b.shape[d];
+    /* the dimensions that reach distinct entries: a zero stride (an expand()) repeats the same
+       ones, a size-1 dimension has one; an empty array has none to check */
+    Py_ssize_t shp[32], str[32], idx[32];
+    int nd = 0, ok = 1;
+    for (int d = 0; d < b.ndim; d++) {
+        if (b.shape[d] == 0) {
+            PyBuffer_Release(&b);
+            Py_RETURN_TRUE;
+        }
+        if (b.shape[d] > 1 && b.strides[d] != 0) {
+            shp[nd] = b.shape[d];
+            str[nd] = b.strides[d];
+            idx[nd++] = 0;
+        }
+    }
     const char *p = (const char *)b.buf;
-    /* an odometer over the dimensions; the last one innermost */
-    for (Py_ssize_t c = 0; c < total && ok; c++) {
-        long long v = k == 'q' ? *(const long long *)p : (long long)*(const int *)p;
-        ok = v >= 0 && v < n;
-        for (int d = nd - 1; d >= 0; d--) {
-            p += b.strides[d];
-            if (++idx[d] < b.shape[d]) break;
-            p -= b.strides[d] * b.shape[d];
+    Py_ssize_t inner = nd ? shp[nd - 1] : 1, ist = nd ? str[nd - 1] : 0;
+    /* the last dimension in one loop, an odometer over the others */
+    while (ok) {
+        if (k == 'q') {
+            for (Py_ssize_t i = 0; i < inner; i++) {
+                long long v = *(const long long *)(p + i * ist);
+                ok &= v >= 0 && v < n;
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < inner; i++) {
+                long long v = *(const int *)(p + i * ist);
+                ok &= v >= 0 && v < n;
+            }
+        }
+        int d = nd - 2;
+        for (; d >= 0; d--) {
+            p += str[d];
+            if (++idx[d] < shp[d]) break;
+            p -= str[d] * shp[d];
             idx[d] = 0;
         }
+        if (d < 0) break;
     }
     PyBuffer_Release(&b);
     return PyBool_FromLong(ok);

@@ -86,6 +86,7 @@ def test_rows_add_is_ufunc_at(dtype):
     assert LOOPS.rows_add(out, np.array([0, 1]), np.ones((2, 2), np.float32)) is False
     assert LOOPS.rows_add(out, np.array([0, 1], np.int32), np.ones((2, 2))) is False
     assert LOOPS.rows_add(out, np.array([0, 1]), np.ones((2, 3))) is False
+    assert LOOPS.rows_add(out, np.array([0, 1]), out[1:3]) is False          # overlapping
 
 
 @needs_loops
@@ -98,6 +99,16 @@ def test_index_below():
     assert LOOPS.index_below(np.zeros((0, 3), np.int64), 0) is True
     assert LOOPS.index_below(np.array(3), 4) is True
     assert LOOPS.index_below(np.array([1.0]), 5) is None
+    rng = np.random.default_rng(8)
+    for _ in range(200):   # every layout: strided, transposed, expanded, size-1 dimensions
+        a = rng.integers(-1, 7, tuple(rng.integers(1, 5, rng.integers(1, 4))))
+        a = a[tuple(slice(None, None, int(rng.choice([1, 2, -1]))) for _ in a.shape)]
+        if rng.integers(2):
+            a = np.broadcast_to(a[:, None], (a.shape[0], 3, *a.shape[1:]))
+        if rng.integers(2):
+            a = a.T
+        for n in (5, 7):
+            assert LOOPS.index_below(a, n) is bool((a >= 0).all() and (a < n).all()), (a, n)
 
 
 # -- one-row cross-entropy: the loops' path has the NumPy path's bits ------------------------

@@ -173,8 +173,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     >>> F.cross_entropy(dg.zeros(2, 3), dg.tensor([0, 2]))
     tensor(1.0986)
     """
+    state = STATE
     if weight is None and label_smoothing == 0.0 and size_average is None and reduce is None \
-            and STATE.interpreter is None and isinstance(input, Tensor) \
+            and state.interpreter is None and isinstance(input, Tensor) \
             and isinstance(target, Tensor) and reduction in _REDUCTIONS:
         # The per-item case of most training loops ((N, C) logits, int64 class indices, in
         # range or ignore_index), run eagerly: the checks below would accept it, and they cost
@@ -194,8 +195,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
                 lo = int(np.minimum.reduce(td, axis=None))
                 hi = int(np.maximum.reduce(td, axis=None))
             if (0 <= lo and hi < c) or _in_range_but_ignored(td, c, ignore_index):
-                return bind(cross_entropy_p, (input, target),
-                            _fused_params(input, reduction, ignore_index))
+                # _fused_params, inline (no interpreter here)
+                params = {"reduction": reduction, "ignore_index": int(ignore_index)}
+                if input._rg and state.grad_enabled:
+                    params["residual"] = SoftmaxResidual()
+                return bind(cross_entropy_p, (input, target), params)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _t(input, "cross_entropy"), _t(target, "cross_entropy")
     _require_float(input, "cross_entropy")

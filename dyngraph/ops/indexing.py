@@ -116,10 +116,17 @@ def _split(spec: tuple, arrays, ndim: int):
 # advanced indexing
 # ---------------------------------------------------------------------------
 
+_ONE_TENSOR = (TENSOR,)
+
+
 @primitive("index", save_inputs=True, light=(0,))
 def index_p(x, *indices, index=()):
     """``x[spec]`` where ``"tensor"`` entries take the index arrays in order (a copy)."""
     try:
+        if len(indices) == 1 and index == _ONE_TENSOR and x.ndim:
+            a = indices[0]
+            if a.ndim and a.dtype.kind in "iu":   # h[src]: what _split makes of it, x[:, ...][a]
+                return x[a]
         basic, adv = _split(index, indices, x.ndim)
         v = x[basic]
         return v.copy() if adv is None else v[adv]

@@ -597,11 +597,12 @@ def _ce_one_row(x, target, ignore_index, residual):
     if d is None:
         return None
     np.exp(e, out=e)
-    st = x.dtype.type
-    s = st(_LOOPS.row_sum(e))
+    s = x.dtype.type(_LOOPS.row_sum(e))
     if residual is not None:
         residual.e, residual.s = e, s
-    return np.asarray(-(st(d) - np.log(s)), dtype=x.dtype)
+    # -(d - log s) in Python floats, rounded once to float32 by asarray: the same bits as the
+    # float32 subtraction (a double holds > 2 * 24 + 2 bits, so rounding twice changes nothing)
+    return np.asarray(-(d - float(np.log(s))), dtype=x.dtype)
 
 
 def _ce_exp(x):

@@ -40,6 +40,26 @@ reshape_p.defvjp(lambda g, out, x, shape=(): reshape_p(g, shape=tuple(x.shape)))
 
 @primitive("expand", meta=True, is_view=True)
 def expand_p(x, shape=()):
+    if type(x) is np.ndarray and x.flags.c_contiguous and len(shape) >= x.ndim:
+        # a C-contiguous input (the usual ``dst.unsqueeze(1).expand(-1, H)``): the read-only
+        # view np.broadcast_to makes (same strides, same base), built directly -- its nditer
+        # costs several microseconds; anything else, and every error, takes broadcast_to
+        lead = len(shape) - x.ndim
+        strides = [0] * lead
+        for o, s, st in zip(x.shape, shape[lead:], x.strides):
+            if o == 1 and s >= 0:
+                strides.append(0)   # (broadcast_to's stride for every size-1 dimension)
+            elif o == s:
+                strides.append(st)
+            else:
+                break
+        else:
+            try:
+                out = np.ndarray(shape, x.dtype, x, 0, strides)
+            except (TypeError, ValueError, BufferError):   # a dtype without buffer export
+                return np.broadcast_to(x, shape)
+            out.flags.writeable = False
+            return out
     return np.broadcast_to(x, shape)
 
 

@@ -87,8 +87,21 @@ def _alias(t: Tensor) -> Tensor:
 
 def expand(input, *sizes):
     """Broadcast to a larger shape without copying (-1 keeps a dimension)."""
-    sizes = _shape_args(sizes)
     old = input._data.shape
+    if len(sizes) == len(old):
+        # the usual call (int sizes, one per dimension): what the loop below accepts
+        shape = []
+        for s, o in zip(sizes, old):
+            if type(s) is not int:
+                break
+            if s == -1:
+                s = o
+            elif o != 1 and o != s:
+                break
+            shape.append(s)
+        else:
+            return bind(expand_p, (input,), {"shape": tuple(shape)})
+    sizes = _shape_args(sizes)
     if len(sizes) < len(old):
         raise RuntimeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
