@@ -88,6 +88,20 @@ def build(lib_name: str, kind: str):
         opt.step()
         return loss
 
+    def phases(clock):
+        """One step, timed by phase: (zero_grad, forward + loss, backward, optimizer step)."""
+        t0 = clock()
+        opt.zero_grad()
+        t1 = clock()
+        loss = F.cross_entropy(model(x), y)
+        t2 = clock()
+        loss.backward()
+        t3 = clock()
+        opt.step()
+        t4 = clock()
+        return t1 - t0, t2 - t1, t3 - t2, t4 - t3
+
+    step.phases = phases
     return step
 
 
@@ -184,6 +198,27 @@ def measure_memory(kinds, steps: int) -> dict:
     return out
 
 
+PHASES = ("zero_grad", "forward+loss", "backward", "optimizer")
+
+
+def time_phases(kinds, rounds: int) -> dict:
+    """Medians per phase (ms), the two libraries alternated step by step (``--phases``)."""
+    clock = time.thread_time if CLOCK is time.process_time else time.perf_counter
+    results = {}
+    for kind in kinds:
+        steps = {lib: build(lib, kind) for lib in ("dyngraph", "torch")}
+        for fn in steps.values():
+            for _ in range(3):
+                fn()
+        samples = {lib: [[] for _ in PHASES] for lib in steps}
+        for _ in range(rounds * 10):
+            for lib, fn in steps.items():
+                for i, t in enumerate(fn.phases(clock)):
+                    samples[lib][i].append(t * 1e3)
+        results[kind] = {lib: [statistics.median(v) for v in s] for lib, s in samples.items()}
+    return results
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=15)
@@ -191,6 +226,10 @@ def main(argv=None) -> None:
     p.add_argument("--workloads", default="mlp,cnn")
     p.add_argument("--memory-steps", type=int, default=50)
     p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--phases", action="store_true",
+                   help="also time zero_grad / forward+loss / backward / optimizer step apart "
+                        "(medians of rounds x 10 steps, the libraries alternated step by step; "
+                        "thread CPU time with one thread)")
     p.add_argument("--memory-child", nargs=3, metavar=("LIB", "KIND", "STEPS"), help=argparse.SUPPRESS)
     p.add_argument("--clock", choices=("cpu", "wall"), default=None,
                    help="CPU time of the process (default with one thread: robust to other jobs) "
@@ -217,6 +256,13 @@ def main(argv=None) -> None:
         print(f"{names[kind]:<34} {t['dyngraph_ms']:>12.2f} {t['torch_ms']:>10.2f} {t['ratio']:>6.2f}x   {m}")
         if "gemms_ms" in t:
             print(f"{'  its 8 GEMMs alone (NumPy)':<34} {t['gemms_ms']:>12.2f} {'':>10} {t['gemms_ratio']:>6.2f}x")
+    if args.phases:
+        ph = time_phases(kinds, args.rounds)
+        print(f"phases (median ms per step, {args.rounds * 10} alternated steps)")
+        for kind in kinds:
+            for i, name in enumerate(PHASES):
+                d, t = ph[kind]["dyngraph"][i], ph[kind]["torch"][i]
+                print(f"  {kind + ' ' + name:<32} {d:>12.2f} {t:>10.2f} {d / t if t else float('nan'):>6.2f}x")
 
 
 if __name__ == "__main__":

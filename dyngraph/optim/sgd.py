@@ -17,13 +17,15 @@ _FUSED_DT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _fusable(d, g, buf, lr, momentum) -> bool:
-    """The compiled momentum update applies: one float dtype, C-contiguous, separate memory,
-    plain-number hyperparameters."""
+    """The compiled momentum update applies: one float dtype, C-contiguous, plain-number
+    hyperparameters.  Separate memory is the kernel's own test (it raises ValueError before
+    writing anything; the caller then takes the NumPy lines): two ``np.may_share_memory``
+    calls here were 3 of this function's 3.7 us per parameter."""
     return (type(lr) in (float, int) and type(momentum) in (float, int) and type(g) is np.ndarray
             and type(d) is np.ndarray
             and d.dtype in _FUSED_DT and g.dtype == d.dtype and buf.dtype == d.dtype
             and d.flags.c_contiguous and g.flags.c_contiguous and buf.flags.c_contiguous
-            and g.shape == d.shape and not np.may_share_memory(g, d) and not np.may_share_memory(g, buf))
+            and g.shape == d.shape)
 
 
 # The plain step p -= lr * g of dyngraph/_kernels.c (sgd_step), or None as above.
@@ -89,8 +91,11 @@ class SGD(Optimizer):
                     if _K_SGD is not None and dampening == 0 and not nesterov and _fusable(d, g, buf, lr, momentum):
                         # one compiled pass over p, g and buf with the same roundings as the
                         # lines below (four NumPy passes and a temporary): ~3x faster
-                        _K_SGD.sgd_momentum(d, g, buf, lr, momentum)
-                        continue
+                        try:
+                            _K_SGD.sgd_momentum(d, g, buf, lr, momentum)
+                            continue
+                        except ValueError:   # g shares memory with p or buf: the NumPy lines
+                            pass
                     buf *= momentum
                     if dampening != 0:
                         buf += (1 - dampening) * g
