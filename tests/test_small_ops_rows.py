@@ -6,6 +6,8 @@ builders; the lean common case of ``apply_inplace`` keeps the in-place rules."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from dyngraph._core.graph import Meta
 from dyngraph.nn import functional as F
 from dyngraph.ops.indexing import index_add_p, index_p, scatter_add_p
 from dyngraph.ops.nn import SoftmaxResidual, cross_entropy_p
+from dyngraph.ops.structural import expand_p
 from dyngraph.surface.indexing import TENSOR
 
 LOOPS = registry.LOOPS
@@ -299,3 +302,28 @@ def test_inplace_rules_are_kept():
     i = dg.zeros(2, dtype=dg.int64)
     with pytest.raises(RuntimeError, match="can't be cast"):
         i.add_(dg.tensor([0.5, 1.5]))
+
+
+# -- expand: broadcast_to's view, built directly for C-contiguous inputs -------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, bool, np.complex128, object,
+                                   "datetime64[s]", np.uint8])
+def test_expand_is_broadcast_to(dtype):
+    rng = np.random.default_rng(9)
+    for shp in [(), (1,), (3,), (1, 4), (3, 1), (1, 1), (2, 1, 3), (0,), (0, 1)]:
+        x = np.zeros(shp, dtype=dtype) if dtype is object else \
+            np.asarray(rng.integers(0, 5, shp)).astype(dtype)
+        for lead in ((), (2,), (1, 3)):
+            for tgt in itertools.product(*[(o, 4) if o == 1 else (o,) for o in shp]):
+                a, b = expand_p.impl(x, shape=lead + tgt), np.broadcast_to(x, lead + tgt)
+                assert (a.shape, a.strides, a.dtype) == (b.shape, b.strides, b.dtype)
+                assert not a.flags.writeable and a.base is b.base
+                np.testing.assert_array_equal(a, b)
+    for shp, tgt in [((3,), (4,)), ((3, 1), (2,)), ((2, 1), (2, -3))]:
+        with pytest.raises(ValueError):
+            expand_p.impl(np.zeros(shp, dtype=dtype), shape=tgt)
+    t = dg.tensor([[1.0], [2.0]])
+    e = t.expand(-1, 3)
+    assert e._base is t and e._vc is t._vc
+    with pytest.raises(RuntimeError, match="single memory location"):
+        e.add_(1.0)
