@@ -16,8 +16,9 @@ SPECIAL = [-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -1.5, 2.5, 1e-40, -1e-40
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(128, 512), (3, 64), (2, 3, 100), (128, 10), (70,), (5, 63),
-                                   (8, 4, 7, 7), (64, 1), (1, 64), (2, 20000), (0, 100), (3, 0, 5)])
+@pytest.mark.parametrize("shape", [(128, 512), (3, 64), (64, 100), (2, 30, 100), (128, 10), (4096,),
+                                   (70,), (500, 63), (64, 8, 7, 7), (40, 8, 7, 7), (16384, 1), (64, 1),
+                                   (8192, 2), (2, 20000), (0, 100), (3, 0, 5)])
 def test_relu_forward_gives_the_scalar_forms_bits(dtype, shape):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(dtype)
@@ -35,25 +36,27 @@ def test_relu_forward_gives_the_scalar_forms_bits(dtype, shape):
 def test_relu_row_path_is_taken_and_bounded(monkeypatch):
     monkeypatch.setattr(E, "_RELU_ZEROS", {})
     f32 = np.dtype(np.float32)
-    E.relu_p.impl(np.ones((4, 64), np.float32))
+    E.relu_p.impl(np.ones((64, 64), np.float32))
     assert list(E._RELU_ZEROS) == [(f32, 64)]
     z = E._RELU_ZEROS[(f32, 64)]
     assert not z.flags.writeable and not z.any()
-    E.relu_p.impl(np.ones((4, 10), np.float32))            # 40 elements: the scalar form
-    E.relu_p.impl(np.ones((4, 10), np.float32)[:, :5])     # strided short rows: the scalar form
-    E.relu_p.impl(np.ones((2, 20000), np.float32))         # rows past 16384: the scalar form
-    E.relu_p.impl(np.arange(-70, 70).reshape(2, 70))       # integers: the scalar form
+    E.relu_p.impl(np.ones((4, 512), np.float32))           # 2048 elements: the scalar form
+    E.relu_p.impl(np.ones((1000, 10), np.float32))         # rows of 10, < 16384 elements: scalar
+    E.relu_p.impl(np.ones((4000, 10), np.float32)[:, :5])  # strided short rows: scalar
+    E.relu_p.impl(np.ones((2, 20000), np.float32))         # rows past 16384: scalar
+    E.relu_p.impl(np.arange(-4096, 4096).reshape(2, 4096))  # integers: scalar
     assert len(E._RELU_ZEROS) == 1
-    E.relu_p.impl(np.ones((6, 8, 7, 7), np.float32))       # C-contiguous: rows of 8 * 7 * 7
+    E.relu_p.impl(np.ones((64, 8, 7, 7), np.float32))      # C-contiguous: rows of 8 * 7 * 7
     assert (f32, 392) in E._RELU_ZEROS
-    for n in range(100, 200):
+    for n in range(4100, 4200):
         E.relu_p.impl(np.ones(n, np.float64))
     assert len(E._RELU_ZEROS) == 32
-    np.testing.assert_array_equal(E.relu_p.impl(np.full(300, -2.0)), np.zeros(300))   # past the cap
+    np.testing.assert_array_equal(E.relu_p.impl(np.full(5000, -2.0)), np.zeros(5000))   # past the cap
 
 
 def test_relu_integer_and_half_inputs_keep_their_dtype():
-    for a in (np.arange(-70, 70).reshape(2, 70), np.linspace(-1, 1, 128).astype(np.float16)):
+    for a in (np.arange(-4096, 4096).reshape(2, 4096), np.linspace(-1, 1, 8192).astype(np.float16),
+              np.linspace(-1, 1, 8192).astype(np.dtype(np.float32).newbyteorder())):
         got = E.relu_p.impl(a)
         assert got.dtype == a.dtype
         np.testing.assert_array_equal(got, np.maximum(a, 0))
@@ -62,8 +65,8 @@ def test_relu_integer_and_half_inputs_keep_their_dtype():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_relu_layer_values_and_gradients_match_torch(dtype):
     rng = np.random.default_rng(1)
-    xn = rng.standard_normal((16, 96)).astype(dtype)
-    gn = rng.standard_normal((16, 96)).astype(dtype)
+    xn = rng.standard_normal((64, 96)).astype(dtype)
+    gn = rng.standard_normal((64, 96)).astype(dtype)
     x = dg.tensor(xn, requires_grad=True)
     y = dg.relu(x)
     y.backward(dg.tensor(gn))
@@ -79,7 +82,10 @@ def test_relu_gradient_against_finite_differences():
     xn = rng.standard_normal((4, 80))
     xn[np.abs(xn) < 1e-3] = 0.5                       # away from the kink
     x = dg.tensor(xn, requires_grad=True)
-    assert dg.autograd.gradcheck(lambda t: dg.relu(t * 1.5), (x,), eps=1e-6, atol=1e-8)
+    w = dg.tensor(rng.standard_normal((64, 80)))
+    # 16 copies: (64, 80), on the broadcast-row path, from 320 inputs; one weighted-sum output
+    assert dg.autograd.gradcheck(lambda t: (dg.relu(dg.cat([t * 1.5] * 16, 0)) * w).sum(), (x,),
+                                 eps=1e-6, atol=1e-8)
 
 
 def _numpy_momentum(p, g, buf, lr, m):

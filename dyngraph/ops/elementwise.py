@@ -495,11 +495,13 @@ trunc_p.defvjp(lambda g, out, x: g * 0.0)
 # (128, 512): 60-78 us against 31-39 us hot, 71 -> 56 us per call inside the MLP benchmark's
 # step; (64, 64, 14, 14) viewed as rows of 196: 1.2 -> 0.53 ms); a broadcast row of zeros
 # takes the fast loop and gives the same bits (-0.0 -> +0.0, NaN kept, as the scalar form).
-# The row is the last axis, or for a C-contiguous array the shortest run of trailing axes of
-# >= 64 elements (rows of 10 or 28 are slower broadcast); rows of more than 16384 elements
-# and anything else stay scalar.  The cache is bounded (dynamic models see many widths).
+# Arrays of >= 4096 elements whose last axis has 64-16384 use it; C-contiguous ones of >= 16384
+# elements with a shorter last axis are viewed as rows of the shortest run of trailing axes of
+# >= 128 elements (rows of 32 are slower broadcast, and the views cost ~1.5 us).  Anything
+# else stays scalar: on small arrays the tests would cost more than they save.  The cache is
+# bounded (dynamic models see many widths).
 _RELU_ZEROS: dict = {}
-_RELU_ROW_DT = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _relu_zeros(dt, n):
@@ -514,14 +516,14 @@ def _relu_zeros(dt, n):
 
 @primitive("relu", promote="same", save_output=True, ufunc=(np.maximum, 0.0))
 def relu_p(x):
-    if type(x) is np.ndarray and x.dtype in _RELU_ROW_DT and x.size >= 64:
+    if type(x) is np.ndarray and x.size >= 4096 and (x.dtype is _F32 or x.dtype is _F64):
         shape = x.shape
         n = shape[-1]
         if 64 <= n <= 16384:
             return np.maximum(x, _relu_zeros(x.dtype, n))
-        if n < 64 and x.flags.c_contiguous:
+        if n < 64 and x.size >= 16384 and x.flags.c_contiguous:
             k = len(shape) - 1
-            while n < 64:            # ends: the product of all axes is x.size >= 64
+            while n < 128:           # ends: the product of all axes is x.size >= 16384
                 k -= 1
                 n *= shape[k]
             if n <= 16384:
