@@ -29,9 +29,12 @@ Gate kernels: when the optional C extension ``dyngraph._kernels`` is built and
 ``nn.LSTMCell`` nodes and their rules) is one compiled pass instead of ~10-15 NumPy calls.
 The GEMMs stay NumPy's, except the per-step products of float32 LSTM/GRU layers of >= 8
 steps and >= 4 rows, which run from weights packed once per call (``_K.gemm_packed``, see
-:func:`_packed_steps`; OpenBLAS would repack all of ``W_hh`` at every step).  The NumPy functions (``_lstm_forward`` ...) are the reference
-path: same formulas, same order of the products, and the same saved outputs, so either
-path's backward accepts either forward's outputs.
+:func:`_packed_steps`; OpenBLAS would repack all of ``W_hh`` at every step), and those of
+equal-step float32 LSTM layers of 1-3 rows, which run inside the sequence kernels from
+``W_hh`` itself, the backward's time loop included (:func:`_row_products`).  The NumPy
+functions (``_lstm_forward`` ...) are the reference path: same formulas, same order of the
+products, and the same saved outputs, so either path's backward accepts either forward's
+outputs.
 """
 
 from __future__ import annotations
