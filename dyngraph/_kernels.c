@@ -4,7 +4,9 @@
  * One LSTM / GRU / Elman step is a GEMM (left to NumPy's BLAS) plus ~10-15 elementwise
  * passes (exp, tanh, products) that NumPy runs one at a time over the (batch, 4H) block;
  * each kernel here does one step's pointwise math in a single pass over the rows
- * (lstm_sequence / gru_sequence: a whole layer direction, calling matmul per step).  The math
+ * (lstm_sequence / gru_sequence: a whole layer direction, calling matmul per step; at 1-3
+ * rows a step, lstm_sequence and lstm_backward_sequence run the products themselves from
+ * W_hh's own layout, see "one-row products" below).  The math
  * is ops/rnn.py's NumPy reference path (same formulas, same order of the products), so the
  * two paths agree to a few ulp; ops/rnn.py uses these kernels when this module imports and
  * DYNGRAPH_PURE_PYTHON is not set.
