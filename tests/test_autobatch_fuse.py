@@ -190,3 +190,34 @@ def test_fused_cell_under_no_grad_and_outside_autobatch():
     # outside autobatch the cell is a plain call
     h, c, g = cell(*xs[0])
     np.testing.assert_allclose(h.detach().numpy(), eager[0][0].numpy(), **TOL)
+
+
+@pytest.mark.parametrize("shape", [(4,), (1, 4), (2, 3, 4)])
+def test_fused_gates_for_inputs_of_any_rank(shape):
+    """The split runs along the member's last axis whatever its rank (1-D vectors, rows,
+    a stack of rows)."""
+    dg.manual_seed(4)
+    a, b, c = (nn.Linear(4, 3).double() for _ in range(3))
+    params = [p for m in (a, b, c) for p in m.parameters()]
+
+    def f(x):
+        return dg.sigmoid(a(x)) * dg.tanh(b(x)) + dg.sigmoid(c(x))
+
+    rng = np.random.default_rng(5)
+    xs = [dg.tensor(rng.standard_normal(shape)) for _ in range(3)]
+    eager = [f(x) for x in xs]
+    dg.stack([(o * o).sum() for o in eager]).sum().backward()
+    ge = [p.grad.numpy().copy() for p in params]
+    for p in params:
+        p.grad = None
+    cell = dg.autobatch.cell(f)
+    with dg.autobatch():
+        outs = [cell(x) for x in xs]
+        dg.stack([(o * o).sum() for o in outs]).sum().backward()
+    names = _names(cell)
+    assert names.count("linear") == 1 and names.count("split") == 2, names
+    for o, e in zip(outs, eager, strict=True):
+        assert o.shape == e.shape
+        np.testing.assert_allclose(o.detach().numpy(), e.detach().numpy(), **TOL)
+    for p, g in zip(params, ge, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), g, **TOL)
