@@ -53,18 +53,23 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     node = res._fn
     if node is not None:
         saved = node.saved
-        if saved is not None and FREED is not saved and any(a is self for a in saved):
-            # The rule of this op reads the value being overwritten: keep a copy for it.
-            stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
-            node.saved_data = [stand_in._data if a is self else d for a, d in zip(saved, node.saved_data)]
-            node.saved_versions = [0 if a is self else v for a, v in zip(saved, node.saved_versions)]
-            node.saved = tuple(stand_in if a is self else a for a in saved)
+        if saved is not None and FREED is not saved:
+            for a in saved:   # (a loop: no generator frame; ``in`` would compare with ==)
+                if a is self:
+                    # The rule of this op reads the value being overwritten: keep a copy for it.
+                    stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
+                    node.saved_data = [stand_in._data if a is self else d
+                                       for a, d in zip(saved, node.saved_data)]
+                    node.saved_versions = [0 if a is self else v
+                                           for a, v in zip(saved, node.saved_versions)]
+                    node.saved = tuple(stand_in if a is self else a for a in saved)
+                    break
     if on_view:
         res = _rebase_view(self, res, op)
     data, value = self._data, res._data
     if type(data) is np.ndarray and type(value) is np.ndarray and value.dtype is data.dtype \
             and value.shape == data.shape and data.flags.writeable:
-        np.copyto(data, value)   # the common case of _write: nothing to check or cast
+        data[...] = value   # the common case of _write: nothing to check or cast
     else:
         _write(self, value, op)
     bump_version(self)
