@@ -1468,6 +1468,86 @@ done:
 
 /* ==== end of the plain SGD step ==== */
 
+/* ==== sigmoid(x, out): ops/elementwise.py sigmoid_p's forward on a C-contiguous array ==== */
+
+/* sigmoid(x, out) -> bool.  out <- sigmoid of x, elementwise, by unary's 'sigmoid' loop (the
+ * same bits: each element's value depends on that element alone), for x and out of one float
+ * dtype and size, any number of dimensions, out C-contiguous and writable.  Returns False,
+ * writing nothing, where x is not C-contiguous (the caller then takes unary's strided 2-D
+ * path).  One buffer request per array and no heap scratch: unary's entry checks (a 2-D
+ * shape, two requests for x, a malloc) were ~1.5 us of a 128-element call. */
+#define SIG_CHUNK 1024
+static PyObject *py_sigmoid(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer vx, vo;
+    if (check_nargs("sigmoid", nargs, 2, "x, out") < 0)
+        return NULL;
+    if (!PyObject_CheckBuffer(args[0]) || PyObject_GetBuffer(args[0], &vx, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "sigmoid: x must be a float32 or float64 array");
+        return NULL;
+    }
+    if (!PyBuffer_IsContiguous(&vx, 'C')) {
+        PyBuffer_Release(&vx);
+        Py_RETURN_FALSE;
+    }
+    if (!PyObject_CheckBuffer(args[1])
+        || PyObject_GetBuffer(args[1], &vo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&vx);
+        PyErr_SetString(PyExc_TypeError, "sigmoid: out must be a writable, C-contiguous float32 or float64 array");
+        return NULL;
+    }
+    PyObject *res = NULL;
+    int f32 = vx.itemsize == 4 && is_fmt(vx.format, 'f');
+    if (!f32 && !(vx.itemsize == 8 && is_fmt(vx.format, 'd'))) {
+        PyErr_Format(PyExc_TypeError, "sigmoid: x must be float32 or float64, got format '%s'",
+                     vx.format ? vx.format : "B");
+        goto done;
+    }
+    if (vo.itemsize != vx.itemsize || !is_fmt(vo.format, f32 ? 'f' : 'd') || vo.len != vx.len) {
+        PyErr_Format(PyExc_ValueError, "sigmoid: out must have x's dtype and size (%zd elements)",
+                     vx.len / vx.itemsize);
+        goto done;
+    }
+    if (((uintptr_t)vx.buf | (uintptr_t)vo.buf) % (uintptr_t)vx.itemsize) {
+        PyErr_SetString(PyExc_ValueError, "sigmoid: x and out must be aligned to their element size");
+        goto done;
+    }
+    {
+        /* rows of SIG_CHUNK elements, then the rest as one row, through unary's row loop */
+        double scr[SIG_CHUNK];
+        Py_ssize_t n = vx.len / vx.itemsize, isz = vx.itemsize;
+        Py_ssize_t full = n / SIG_CHUNK, rest = n - full * SIG_CHUNK;
+        Arr a[2];
+        memset(a, 0, sizeof a);
+        RowLoop f = f32 ? unary_f : unary_d;
+        BEGIN_LOOP(n)
+        for (int k = 0; k < 2; k++) {
+            a[k].buf = (char *)(k ? vo.buf : vx.buf);
+            a[k].s0 = SIG_CHUNK * isz;
+            a[k].s1 = isz;
+            a[k].present = 1;
+        }
+        if (full)
+            f(2, full, SIG_CHUNK, a, scr);
+        if (rest) {
+            a[0].buf += full * SIG_CHUNK * isz;
+            a[1].buf += full * SIG_CHUNK * isz;
+            f(2, 1, rest, a, scr);
+        }
+        END_LOOP()
+    }
+    res = Py_NewRef(Py_True);
+done:
+    PyBuffer_Release(&vx);
+    PyBuffer_Release(&vo);
+    return res;
+}
+
+/* ==== end of sigmoid ==== */
+
+
 
 /* ------------------------------------------------------------------------------------ */
 
@@ -1538,6 +1618,9 @@ static PyMethodDef methods[] = {
      "row operations (the same bits at a target)."},
     {"sgd_step", (PyCFunction)(void (*)(void))py_sgd_step, METH_FASTCALL,
      "sgd_step(p, g, lr): p -= lr * g in place, in one pass (the NumPy line's roundings)."},
+    {"sigmoid", (PyCFunction)(void (*)(void))py_sigmoid, METH_FASTCALL,
+     "sigmoid(x, out) -> bool: out <- sigmoid of x by unary's loop, for C-contiguous x of any\n"
+     "shape (False, nothing written, where x is not C-contiguous)."},
     {NULL, NULL, 0, NULL},
 };
 

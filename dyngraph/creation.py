@@ -295,6 +295,9 @@ def scalar_tensor(value, *, dtype=None, device=None, requires_grad=False) -> Ten
     return _finish(np.array(value, _dtype_or_default(dtype)), device, requires_grad)
 
 
+_make = Tensor._make
+
+
 def _like(t: Tensor, dtype, device):
     np_dt = _dt.to_numpy_dtype(dtype) if dtype is not None else t._data.dtype
     dev = device if device is not None else (None if t.device.type == "cpu" else t.device)
@@ -302,16 +305,33 @@ def _like(t: Tensor, dtype, device):
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
+    # the common call (a CPU tensor, no options): _like and _finish's work without their
+    # frames (~0.3 us of zeros_like's 1.5 us, per_call.py); the input's dtype passed
+    # _finish's check when it was made
+    if dtype is None and device is None and not requires_grad:
+        d = input._data
+        if type(d) is np.ndarray:
+            return _make(np.zeros(d.shape, d.dtype), False, None, 0)
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.zeros(shape, np_dt), dev, requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
+    # the common call, as in zeros_like
+    if dtype is None and device is None and not requires_grad:
+        d = input._data
+        if type(d) is np.ndarray:
+            return _make(np.ones(d.shape, d.dtype), False, None, 0)
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.ones(shape, np_dt), dev, requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
+    # the common call, as in zeros_like
+    if dtype is None and device is None and not requires_grad:
+        d = input._data
+        if type(d) is np.ndarray:
+            return _make(np.empty(d.shape, d.dtype), False, None, 0)
     shape, np_dt, dev = _like(input, dtype, device)
     return _finish(np.empty(shape, np_dt), dev, requires_grad)
 

@@ -357,26 +357,27 @@ def _sigmoid_np(x):
 # (DYNGRAPH_PURE_PYTHON), other dtypes, 0-d, empty and non-contiguous N-d inputs use it.
 _K = compiled_kernels()
 _KDT = (np.dtype(np.float32), np.dtype(np.float64))
+# a _kernels build without sigmoid() (an older .so): unary's 2-D path below
+_sigmoid_c = getattr(_K, "sigmoid", lambda x, out: False)
 
 
 def _sigmoid_k(x):
     # the kernel reads 2-D inputs of any strides and writes a C-contiguous 2-D output; its rows
     # are the input's last axis, so an eager row and the same row inside a batch (autobatch)
-    # go through the same loop and agree bit for bit
-    if type(x) is np.ndarray and x.dtype in _KDT and x.size:
+    # go through the same loop and agree bit for bit.  _K.sigmoid is that loop for a
+    # C-contiguous x of any shape (empty too), ~1.5 us cheaper per call than unary's 2-D
+    # entry; it returns False, writing nothing, for other layouts: 1-D and 2-D strided x go
+    # through unary, strided N-d x through NumPy
+    if type(x) is np.ndarray and x.dtype in _KDT and x.ndim:
+        out = np.empty(x.shape, x.dtype)
+        if _sigmoid_c(x, out):
+            return out
         nd = x.ndim
         if nd == 2:
-            out = np.empty(x.shape, x.dtype)
             _K.unary("sigmoid", x, out)
             return out
         if nd == 1:
-            out = np.empty(x.shape, x.dtype)
             _K.unary("sigmoid", x[None], out[None])
-            return out
-        if nd > 2 and x.flags.c_contiguous:
-            out = np.empty(x.shape, x.dtype)
-            rows = (-1, x.shape[-1])
-            _K.unary("sigmoid", x.reshape(rows), out.reshape(rows))
             return out
     return _sigmoid_np(x)
 
