@@ -152,3 +152,21 @@ def test_like_fast_path(fn, value, dt):
     if dt in (dg.float32, dg.float64):
         assert f(src, requires_grad=True).requires_grad
     assert f(src, device="cpu").device.type == "cpu"
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_full_sum_same_bits_at_many_sizes(dt):
+    # the accelerator's row_sum (pairwise, in add.reduce's order) against add.reduce itself,
+    # around the pairwise block edges (8, 128) and NumPy's buffer size (8192)
+    rng = np.random.default_rng(11)
+    sizes = list(range(0, 140)) + [255, 256, 257, 1000, 1280, 8191, 8192, 8193, 20001, 1 << 18]
+    for n in sizes:
+        x = (rng.standard_normal(n) * rng.uniform(0.1, 1e4)).astype(dt)
+        for v in (x, x.reshape(1, -1), x.astype(x.dtype.newbyteorder()) if n else x):
+            got = np.asarray(R.sum_p(v))
+            want = np.asarray(v.sum())   # the previous forward
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), n
+            kd = R.sum_p(v, keepdim=True)
+            assert kd.shape == (1,) * v.ndim and kd.dtype == want.dtype
+            assert kd.tobytes() == want.tobytes()
+    assert np.signbit(R.sum_p(np.array([-0.0, -0.0], dt))) == np.signbit(np.add.reduce(np.array([-0.0, -0.0], dt)))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from .._core.registry import LOOPS as _LOOPS
 from .._core.state import STATE
 from ..tensor import Tensor
 from . import elementwise as _ew
@@ -35,6 +36,7 @@ def _keep_shape(shape, dims):
 
 
 _add_reduce = np.add.reduce
+_row_sum = getattr(_LOOPS, "row_sum", None)   # None: pure Python, or not built
 try:  # out=... (an array result, never a NumPy scalar): NumPy >= 2.3
     _add_reduce(np.zeros(1), axis=None, out=...)
     _SUM_FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -46,6 +48,13 @@ except TypeError:
 @primitive("sum", meta=True, torch_name=lambda params: "SumBackward1" if "dim" in params else "SumBackward0")
 def sum_p(x, dim=None, keepdim=False, dtype=None):
     if dtype is None and type(x) is np.ndarray and x.dtype in _SUM_FAST:
+        if dim is None and _row_sum is not None:
+            # the sum of all elements of a C-contiguous x: the accelerator's row_sum sums in
+            # add.reduce's order (NumPy's pairwise summation, the same bits, tested) without
+            # the ufunc's ~1.1 us entry; None for other layouts
+            v = _row_sum(x)
+            if v is not None:
+                return np.array(v, x.dtype, ndmin=x.ndim if keepdim else 0)   # v: exact
         # ndarray.sum's own call (NumPy's _methods._sum is this add.reduce, the same bits)
         # without its Python frame; out=... returns a 0-d array, not a NumPy scalar the
         # bind would convert (~0.8 us of a float32 x.sum() of 10 x 128)
