@@ -1370,13 +1370,17 @@ _VALUE = "value"
 def _stack_spec(args, params):
     """The output spec of ``stack`` of many equal-shaped tensors of one dtype (a list of
     per-node losses): computed, not run on stand-ins (thousands of zero arrays)."""
-    if not all(isinstance(a, Tensor) for a in args):
+    a0 = args[0]
+    if not isinstance(a0, Tensor):
         return None
-    d0 = args[0]._data
+    d0 = a0._data
     shape, dtype = d0.shape, d0.dtype
     for a in args:
+        if type(a) is not Tensor and not isinstance(a, Tensor):
+            return None
         d = a._data
-        if d.shape != shape or d.dtype != dtype:
+        s, t = d.shape, d.dtype   # pending losses share their spec's objects: identity first
+        if (s is not shape and s != shape) or (t is not dtype and t != dtype):
             return None
     dim = params.get("dim", 0)
     n = len(shape) + 1
