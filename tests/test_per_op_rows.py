@@ -170,3 +170,31 @@ def test_full_sum_same_bits_at_many_sizes(dt):
             assert kd.shape == (1,) * v.ndim and kd.dtype == want.dtype
             assert kd.tobytes() == want.tobytes()
     assert np.signbit(R.sum_p(np.array([-0.0, -0.0], dt))) == np.signbit(np.add.reduce(np.array([-0.0, -0.0], dt)))
+
+
+@pytest.mark.parametrize("fn", ["zeros", "ones", "empty"])
+def test_factory_sizes(fn):
+    f = getattr(dg, fn)
+    for args, kw, shape in [((4, 16), {}, (4, 16)), ((), {}, ()), ((0, 3), {}, (0, 3)),
+                            (((2, 3),), {}, (2, 3)), (([2, 3],), {}, (2, 3)),
+                            ((), {"size": (2, 3)}, (2, 3)), ((np.int64(2), 3), {}, (2, 3)),
+                            ((dg.tensor(2), 3), {}, (2, 3))]:
+        y = f(*args, **kw)
+        assert tuple(y.shape) == shape and y.dtype == dg.float32 and type(y._data) is np.ndarray
+        assert all(type(s) is int for s in y._data.shape)
+    with pytest.raises(TypeError, match="size must be a sequence of ints"):
+        f(True, 2)
+    with pytest.raises(TypeError, match="size must be a sequence of ints"):
+        f(2.0, 2)
+    with pytest.raises(RuntimeError, match="negative dimension -1"):
+        f(2, -1)
+    assert f(2, 3, dtype=dg.int64).dtype == dg.int64
+    assert f(2, 3, requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8,
+                                np.bool_])
+def test_ones_same_bits_as_np_ones(dt):
+    want = np.ones((3, 5), dt)
+    for y in (dg.ones(3, 5, dtype=dg.from_numpy(want).dtype), dg.ones_like(dg.from_numpy(want))):
+        assert y._data.dtype == want.dtype and y._data.tobytes() == want.tobytes()
