@@ -48,16 +48,18 @@ def test_sigmoid_kernel_same_bits_as_unary(dt, shape):
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_sigmoid_kernel_strided_inputs(dt):
     x = np.random.default_rng(3).standard_normal((6, 8, 5)).astype(dt)
-    for v in (x[:, 1, 0], x[::2, 0], x[0].T, x[:, ::3, 1], x[:, :, ::2]):
+    for v in (x[:, 1, 0], x[::2, 0], x[0].T, x[:, ::3, 1], x[:, :, ::2], x[:, :7, ::2],
+              x[:, :1, 1:4]):
         out = np.full(v.shape, 7.0, dt)
         if not v.flags.c_contiguous:
             # not C-contiguous: False, nothing written
             assert _K.sigmoid(v, out) is False
             assert (out == 7.0).all()
         got = E._sigmoid_k(v)
-        # strided N-d inputs stay on the NumPy reference formula, as before
-        strided_nd = v.ndim > 2 and not v.flags.c_contiguous
-        want = E._sigmoid_np(v) if strided_nd else _unary_sigmoid(v)
+        # strided N-d inputs run unary on a 2-D view of their rows where the leading axes
+        # collapse without a copy (the same bits as the contiguous copy), else NumPy's formula
+        collapses = v.ndim <= 2 or v.shape[1] == 1 or v.strides[0] == v.shape[1] * v.strides[1]
+        want = _unary_sigmoid(v) if collapses else E._sigmoid_np(v)
         assert got.tobytes() == want.tobytes()
         np.testing.assert_allclose(got, 1.0 / (1.0 + np.exp(-v.astype(np.float64))),
                                    rtol=4e-7 if dt == np.float32 else 1e-15)

@@ -367,7 +367,7 @@ def _sigmoid_k(x):
     # go through the same loop and agree bit for bit.  _K.sigmoid is that loop for a
     # C-contiguous x of any shape (empty too), ~1.5 us cheaper per call than unary's 2-D
     # entry; it returns False, writing nothing, for other layouts: 1-D and 2-D strided x go
-    # through unary, strided N-d x through NumPy
+    # through unary, strided N-d x through unary on a 2-D view when one exists, else NumPy
     if type(x) is np.ndarray and x.dtype in _KDT and x.ndim:
         out = np.empty(x.shape, x.dtype)
         if _sigmoid_c(x, out):
@@ -378,6 +378,17 @@ def _sigmoid_k(x):
             return out
         if nd == 1:
             _K.unary("sigmoid", x[None], out[None])
+            return out
+        if x.size:
+            # a strided N-d x whose leading axes collapse without a copy (autobatch's fused
+            # gates: column blocks of a (B, 1, 3H) result) runs unary on that 2-D view; the
+            # shape assignment raises where a copy would be needed
+            rows = x.view()
+            try:
+                rows.shape = (-1, x.shape[-1])
+            except AttributeError:
+                return _sigmoid_np(x)
+            _K.unary("sigmoid", rows, out.reshape(rows.shape))
             return out
     return _sigmoid_np(x)
 
