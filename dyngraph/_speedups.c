@@ -62,6 +62,7 @@ static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts,
     p_vjp_argnum, p_light;
 static PyTypeObject *PrimitiveType = NULL;
 
+static PyObject *s_dict;
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
     *s_out_vc, *s_same, *s_float, *s_f, *s_base, *s_out_meta, *s_flags, *s_writeable, *s_owndata;
 
@@ -815,6 +816,29 @@ fail:
     return NULL;
 }
 
+/* this thread's dict of the dispatch state (a threading.local), borrowed; NULL (no error set)
+   when it cannot be had, and state_get then reads the attribute the ordinary way */
+static PyObject *state_dict(void) {
+    PyObject *d = PyObject_GetAttr(State, s_dict);
+    if (d == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(d);   /* the thread's dict outlives this call: the thread state holds it */
+    return PyDict_CheckExact(d) ? d : NULL;
+}
+
+/* STATE.<name> (new reference): from the thread's dict, else by attribute (_State defines
+   no class attributes of these names, so the instance dict is what getattr would read) */
+static PyObject *state_get(PyObject *ldict, PyObject *name) {
+    if (ldict != NULL) {
+        PyObject *v = PyDict_GetItemWithError(ldict, name);
+        if (v != NULL) return Py_NewRef(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_GetAttr(State, name);
+}
+
 static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
     if (nfargs < 2 || nfargs > 3) {
         PyErr_SetString(PyExc_TypeError, "bind(prim, args, params={})");
@@ -853,13 +877,16 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         return r_;                                                                      \
     } while (0)
 
-    /* interpreter / anomaly: Python path */
-    PyObject *interp = PyObject_GetAttr(State, s_interpreter);
+    /* interpreter / anomaly: Python path.  STATE is a threading.local: every attribute read
+       finds this thread's dict first, so the dict is fetched once and the fields read from it
+       (state_get; the dict lives as long as the thread, so a borrowed pointer is enough) */
+    PyObject *ldict = state_dict();
+    PyObject *interp = state_get(ldict, s_interpreter);
     if (interp == NULL) return NULL;
     int has_interp = interp != Py_None;
     Py_DECREF(interp);
     if (has_interp) SLOW();
-    PyObject *anom = PyObject_GetAttr(State, s_anomaly);
+    PyObject *anom = state_get(ldict, s_anomaly);
     if (anom == NULL) return NULL;
     int anomaly = PyObject_IsTrue(anom);
     Py_DECREF(anom);
@@ -1010,7 +1037,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     }
     int track = 0;
     if (need && TRUTHY(SLOT(prim, p_differentiable))) {
-        PyObject *ge = PyObject_GetAttr(State, s_grad_enabled);
+        PyObject *ge = state_get(ldict, s_grad_enabled);
         if (ge == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -1784,6 +1811,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups",
 PyMODINIT_FUNC PyInit__speedups(void) {
 #define INTERN(var, text)                                   \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_dict, "__dict__");
     INTERN(s_interpreter, "interpreter");
     INTERN(s_grad_enabled, "grad_enabled");
     INTERN(s_anomaly, "anomaly");

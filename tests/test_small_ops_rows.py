@@ -7,6 +7,7 @@ builders; the lean common case of ``apply_inplace`` keeps the in-place rules."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -327,3 +328,29 @@ def test_expand_is_broadcast_to(dtype):
     assert e._base is t and e._vc is t._vc
     with pytest.raises(RuntimeError, match="single memory location"):
         e.add_(1.0)
+
+
+# -- the C bind reads the per-thread state from the thread's dict ---------------------------
+
+def test_bind_sees_each_threads_grad_mode():
+    w = dg.ones(3, requires_grad=True)
+    seen = {}
+
+    def worker():
+        seen["default"] = (w * 2.0).requires_grad          # a new thread: grad enabled
+        with dg.no_grad():
+            seen["no_grad"] = (w * 2.0).requires_grad
+            barrier.wait()                                   # main thread runs meanwhile
+            barrier.wait()
+
+    barrier = threading.Barrier(2)
+    t = threading.Thread(target=worker)
+    t.start()
+    barrier.wait()
+    main_rg = (w * 2.0).requires_grad                        # unaffected by the worker's no_grad
+    barrier.wait()
+    t.join()
+    assert seen == {"default": True, "no_grad": False} and main_rg
+    with dg.no_grad():
+        assert not (w * 2.0).requires_grad
+    assert (w * 2.0).grad_fn is not None

@@ -592,17 +592,22 @@ def _ce_one_row(x, target, ignore_index, residual):
     t0 = int(target[0])
     if t0 == ignore_index or type(x) is not np.ndarray:
         return None
-    e = np.empty(x.shape, x.dtype)
+    dtype = x.dtype
+    e = _np_empty(x.shape, dtype)
     d = _LOOPS.row_shift(x, e, t0)   # None: not contiguous, another dtype, target out of range
     if d is None:
         return None
-    np.exp(e, out=e)
-    s = x.dtype.type(_LOOPS.row_sum(e))
+    _np_exp(e, out=e)
+    s = dtype.type(_LOOPS.row_sum(e))
     if residual is not None:
         residual.e, residual.s = e, s
     # -(d - log s) in Python floats, rounded once to float32 by asarray: the same bits as the
     # float32 subtraction (a double holds > 2 * 24 + 2 bits, so rounding twice changes nothing)
-    return np.asarray(-(d - float(np.log(s))), dtype=x.dtype)
+    return _np_asarray(-(d - float(_np_log(s))), dtype=dtype)
+
+
+# (module globals: a NumPy attribute lookup per call costs more than these loops' work)
+_np_empty, _np_exp, _np_log, _np_asarray = np.empty, np.exp, np.log, np.asarray
 
 
 def _ce_exp(x):

@@ -58,7 +58,7 @@ def expand_p(x, shape=()):
                 out = np.ndarray(shape, x.dtype, x, 0, strides)
             except (TypeError, ValueError, BufferError):   # a dtype without buffer export
                 return np.broadcast_to(x, shape)
-            out.flags.writeable = False
+            out.setflags(write=False)   # (cheaper than through the flags object)
             return out
     return np.broadcast_to(x, shape)
 
