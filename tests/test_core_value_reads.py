@@ -38,6 +38,8 @@ ALLOWED = {
     ("surface/indexing.py", "index_reduce"): "check: index within the dimension",
     ("surface/indexing.py", "one_hot"): "check: classes in [0, num_classes) (the count uses concrete)",
     ("surface/nn.py", "embedding"): "check: indices within the table",
+    ("nn/sparse.py", "forward"): "check: Embedding's inlined lookup, indices within the table "
+                                 "(a pending index's Lazy data takes F.embedding)",
     ("surface/nn.py", "check_nll_args"): "check: target classes in range (ld/td alias shape reads)",
     ("nn/_functional_loss.py", "binary_cross_entropy"): "check: probabilities in [0, 1]",
     ("nn/_functional_loss.py", "gaussian_nll_loss"): "check: var is non-negative",
