@@ -63,6 +63,7 @@ static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts,
 static PyTypeObject *PrimitiveType = NULL;
 
 static PyObject *s_dict;
+static PyObject *s_process;   /* "process": the interpreter protocol's entry */
 static PyObject *s_special, *s_interpreter, *s_grad_enabled, *s_anomaly, *s_dtype, *s_kind, *s_shape,
     *s_out_vc, *s_same, *s_float, *s_f, *s_base, *s_out_meta, *s_flags, *s_writeable, *s_owndata;
 
@@ -883,9 +884,18 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
     PyObject *ldict = state_dict();
     PyObject *interp = state_get(ldict, s_interpreter);
     if (interp == NULL) return NULL;
-    int has_interp = interp != Py_None;
+    if (interp != Py_None) {
+        /* the innermost interpreter's process(prim, args, params), as _bind_py calls it,
+           without _bind_py's frame (dg.autobatch records every call through here; its
+           process is a C method when dyngraph._autobatch is built) */
+        PyObject *pargs[4] = {interp, prim, args, params};
+        PyObject *r_ = PyObject_VectorcallMethod(s_process, pargs,
+                                                 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(interp);
+        Py_XDECREF(empty_params);
+        return r_;
+    }
     Py_DECREF(interp);
-    if (has_interp) SLOW();
     PyObject *anom = state_get(ldict, s_anomaly);
     if (anom == NULL) return NULL;
     int anomaly = PyObject_IsTrue(anom);
@@ -1813,6 +1823,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
     INTERN(s_dict, "__dict__");
     INTERN(s_interpreter, "interpreter");
+    INTERN(s_process, "process");
     INTERN(s_grad_enabled, "grad_enabled");
     INTERN(s_anomaly, "anomaly");
     INTERN(s_dtype, "dtype");
