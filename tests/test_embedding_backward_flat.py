@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import dyngraph as dg
+import dyngraph.nn.functional as F
 from dyngraph.ops import nn as ops_nn
 from dyngraph.ops.nn import embedding_backward_p
 
@@ -45,3 +46,19 @@ def test_embedding_gradient_matches_torch_with_padding():
     (de(dg.from_numpy(idx)) * dg.from_numpy(up)).sum().backward()
     (te(torch.from_numpy(idx)) * torch.from_numpy(up)).sum().backward()
     np.testing.assert_allclose(de.weight.grad.numpy(), te.weight.grad.numpy(), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (0, 3)])
+@pytest.mark.parametrize("padding_idx", [None, 1])
+def test_empty_indices_give_a_zero_gradient_as_torch(shape, padding_idx):
+    # the row width comes from the gradient's trailing shape: g.reshape(0, -1) cannot infer it
+    w = dg.randn(5, 3, requires_grad=True)
+    y = F.embedding(dg.zeros(*shape, dtype=dg.int64), w, padding_idx=padding_idx)
+    y.sum().backward()
+    wt = torch.randn(5, 3, requires_grad=True)
+    yt = torch.nn.functional.embedding(torch.zeros(*shape, dtype=torch.int64), wt,
+                                       padding_idx=padding_idx)
+    yt.sum().backward()
+    assert tuple(y.shape) == tuple(yt.shape)
+    assert w.grad is not None and tuple(w.grad.shape) == (5, 3)
+    np.testing.assert_array_equal(w.grad.numpy(), wt.grad.numpy())

@@ -291,7 +291,9 @@ _FLAT_ADD_AT_MIN = 2048
 def embedding_backward_p(g, indices, num_weights=0, padding_idx=-1, scale_grad_by_freq=False):
     """Primitive: scatter-add of ``g`` rows into a ``(num_weights, ...)`` table."""
     flat = indices.reshape(-1)
-    gf = g.reshape(flat.size, -1)
+    # the row width from g's trailing shape, not reshape(-1): that cannot infer it when no
+    # index was looked up (an empty index tensor gives a zero gradient)
+    gf = g.reshape(flat.size, int(np.prod(g.shape[indices.ndim:], dtype=np.int64)))
     out = np.zeros((num_weights, gf.shape[1]), dtype=g.dtype)
     if scale_grad_by_freq:
         counts = np.bincount(flat, minlength=num_weights).astype(g.dtype)
