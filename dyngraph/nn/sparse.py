@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.state import STATE
 from ..ops.nn import embedding_p
 from ..ops.registry import bind
+from ..surface.nn import embedding_params, index_range
 from ..tensor import Tensor
 from . import functional as F
 from ._factory import new_param
@@ -73,8 +73,8 @@ class Embedding(Module):
 
     def forward(self, input):
         # the common lookup (a tensor of integer indices, no max_norm): the checks of
-        # F.embedding inlined and the primitive handed to the interpreter (dg.autobatch)
-        # or bind directly -- the same node; anything else, and every error, through
+        # F.embedding inlined (the range check and the params are its helpers) and the
+        # primitive bound directly -- the same node; anything else, and every error, through
         # F.embedding
         d = self.__dict__
         w = d["_parameters"].get("weight")
@@ -83,20 +83,11 @@ class Embedding(Module):
             x = input._data
             if type(x) is np.ndarray and x.dtype.kind in "iu":
                 n = w._data.shape[0]
-                if x.size == 1:
-                    lo = hi = int(x.item())
-                elif x.size:
-                    lo, hi = int(x.min()), int(x.max())
-                else:
-                    lo = hi = 0
+                lo, hi = index_range(x)
                 pad = d.get("padding_idx", 0.5)
                 if 0 <= lo and hi < n and (pad is None or type(pad) is int):
-                    params = {"padding_idx": -1 if pad is None else (pad + n if pad < 0 else pad),
-                              "scale_grad_by_freq": d["scale_grad_by_freq"]}
-                    interp = STATE.interpreter
-                    if interp is not None:
-                        return interp.process(embedding_p, (w, input), params)
-                    return bind(embedding_p, (w, input), params)
+                    # (bind hands the call to an installed interpreter itself)
+                    return bind(embedding_p, (w, input), embedding_params(n, pad, d["scale_grad_by_freq"]))
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 

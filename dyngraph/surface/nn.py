@@ -115,24 +115,36 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
             f"embedding: expected an integer tensor of indices (int64 or int32), got "
             f"{idx.dtype} of shape {list(idx.shape)}; convert it with .long()")
     n = weight._data.shape[0]
-    if idx._data.size:
-        if idx._data.size == 1:  # one index: no reductions for the range check
-            lo = hi = int(idx._data.item())
-        else:
-            lo, hi = int(idx._data.min()), int(idx._data.max())
-        if lo < 0 or hi >= n:
-            bad = hi if hi >= n else lo
-            raise IndexError(
-                f"embedding: index {bad} is out of range for an embedding table with "
-                f"{n} rows (num_embeddings={n}); indices must be in [0, {n - 1}]")
+    lo, hi = index_range(idx._data)
+    if lo < 0 or hi >= n:
+        bad = hi if hi >= n else lo
+        raise IndexError(
+            f"embedding: index {bad} is out of range for an embedding table with "
+            f"{n} rows (num_embeddings={n}); indices must be in [0, {n - 1}]")
+    if max_norm is not None:
+        embedding_renorm_(weight, idx, max_norm, norm_type)
+    return bind(embedding_p, (weight, idx), embedding_params(n, padding_idx, scale_grad_by_freq))
+
+
+def index_range(indices: np.ndarray) -> tuple:
+    """``(min, max)`` of an integer index array, ``(0, 0)`` when it is empty: the range
+    check of an embedding lookup (one index: no reductions)."""
+    if indices.size == 1:
+        v = int(indices.item())
+        return v, v
+    if indices.size:
+        return int(indices.min()), int(indices.max())
+    return 0, 0
+
+
+def embedding_params(n: int, padding_idx, scale_grad_by_freq) -> dict:
+    """``embedding_p``'s params for a table of ``n`` rows: ``padding_idx`` as a row (-1 for
+    none; a negative one counts from the end)."""
     if padding_idx is None:
         padding_idx = -1
     elif padding_idx < 0:
         padding_idx += n
-    if max_norm is not None:
-        embedding_renorm_(weight, idx, max_norm, norm_type)
-    return bind(embedding_p, (weight, idx), {"padding_idx": int(padding_idx),
-                                             "scale_grad_by_freq": bool(scale_grad_by_freq)})
+    return {"padding_idx": int(padding_idx), "scale_grad_by_freq": bool(scale_grad_by_freq)}
 
 
 def embedding_renorm_(weight, indices, max_norm: float, norm_type: float = 2.0):
