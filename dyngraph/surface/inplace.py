@@ -45,8 +45,7 @@ def _notify(t: Tensor, value) -> None:
 def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     """Run ``compute(self)`` out of place and store the result in ``self``."""
     state = STATE
-    if self._rg and self._fn is None and state.grad_enabled:
-        _check_target(self, op)   # raises: a leaf that requires grad
+    _check_target(self, op)
     old_fn, old_nr = self._fn, self._nr
     res = compute(self)
     on_view = res._rg and self._base is not None and state.grad_enabled
@@ -73,7 +72,7 @@ def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
     else:
         _write(self, value, op)
     bump_version(self)
-    if state.interpreter is not None:
+    if state.interpreter is not None:   # (what note_inplace checks first, without its call)
         _notify(self, res)
     if res._rg:
         self._fn = res._fn
