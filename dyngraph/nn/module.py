@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -70,6 +71,133 @@ def _add_hook(hooks: OrderedDict, hook, prepend: bool, *extra_dicts) -> Removabl
     return handle
 
 
+# -- "no hooks anywhere": the one check of Module.__call__ ----------------------------------
+# ``_MAYBE_HOOKED`` holds everything that could make a module call do more than
+# ``forward(*args, **kwargs)``: every non-empty hook dict (each module's four and the global
+# ones are _HookDicts, which enter it when they gain an entry and leave when they are empty
+# again; weakly, so a dropped module's hooks leave with it), every module created but not
+# yet through Module.__init__ (its call must explain the missing super().__init__()), and
+# every module one of whose hook dicts was replaced by a mapping of another type.  While it is
+# empty, __call__ is one global truth test and the forward call; otherwise every call takes
+# the checks of PyTorch's _call_impl.  An entry too many only costs those checks; no way of
+# adding a hook bypasses it (register_*, item assignment, update, setdefault, copy,
+# deepcopy and pickling all go through _HookDict.__setitem__).
+_MAYBE_HOOKED: dict = {}
+
+
+def _forget(key: int) -> Callable:
+    return lambda _ref: _MAYBE_HOOKED.pop(key, None)
+
+
+def _note(obj) -> None:
+    key = id(obj)
+    if key not in _MAYBE_HOOKED:
+        _MAYBE_HOOKED[key] = weakref.ref(obj, _forget(key))
+
+
+class _HookDict(OrderedDict):
+    """The OrderedDict of a module's (or the global) hooks, keyed by handle id, that keeps
+    ``_MAYBE_HOOKED`` told whether it holds any."""
+
+    def __setitem__(self, key, value) -> None:
+        OrderedDict.__setitem__(self, key, value)
+        _note(self)
+
+    def setdefault(self, key, default=None):
+        out = OrderedDict.setdefault(self, key, default)
+        _note(self)
+        return out
+
+    def _emptied(self) -> None:
+        if not self:
+            _MAYBE_HOOKED.pop(id(self), None)
+
+    def __delitem__(self, key) -> None:
+        OrderedDict.__delitem__(self, key)
+        self._emptied()
+
+    def pop(self, *args):
+        out = OrderedDict.pop(self, *args)
+        self._emptied()
+        return out
+
+    def popitem(self, last: bool = True):
+        out = OrderedDict.popitem(self, last)
+        self._emptied()
+        return out
+
+    def clear(self) -> None:
+        OrderedDict.clear(self)
+        self._emptied()
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+# PyTorch's global module hooks (torch.nn.modules.module.register_module_*_hook): they run
+# for every module call, before the module's own hooks of the same kind
+_global_forward_pre_hooks: _HookDict = _HookDict()
+_global_forward_hooks: _HookDict = _HookDict()
+_global_forward_hooks_with_kwargs: dict = {}
+_global_forward_hooks_always_called: dict = {}
+_global_backward_pre_hooks: _HookDict = _HookDict()
+_global_backward_hooks: _HookDict = _HookDict()
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """A forward pre-hook for every module: ``hook(module, args)`` runs before each
+    ``forward`` (before the module's own pre-hooks) and may return replacement args.
+
+    >>> h = dg.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)
+    >>> h.remove()
+    """
+    return _add_hook(_global_forward_pre_hooks, hook, False)
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """A forward hook for every module: ``hook(module, args, output)`` (or
+    ``hook(module, args, kwargs, output)`` with ``with_kwargs``) runs after each ``forward``,
+    before the module's own forward hooks, and may return a new output; with
+    ``always_call`` it also runs when ``forward`` raises.
+
+    >>> h = dg.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    >>> h.remove()
+    """
+    handle = _add_hook(_global_forward_hooks, hook, False, _global_forward_hooks_with_kwargs,
+                       _global_forward_hooks_always_called)
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """A backward pre-hook for every module: ``hook(module, grad_output)``, before the
+    module's own backward pre-hooks; may return replacement ``grad_output``.
+
+    >>> h = dg.nn.modules.module.register_module_full_backward_pre_hook(lambda m, g: None)
+    >>> h.remove()
+    """
+    return _add_hook(_global_backward_pre_hooks, hook, False)
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """A full backward hook for every module: ``hook(module, grad_input, grad_output)``,
+    before the module's own backward hooks; may return replacement ``grad_input``.
+
+    >>> h = dg.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
+    >>> h.remove()
+    """
+    return _add_hook(_global_backward_hooks, hook, False)
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    raise NotImplementedError(
+        "register_module_backward_hook (the deprecated, non-full hook) is not supported; use "
+        "register_module_full_backward_hook, whose grad_input/grad_output are well defined")
+
+
 class Module:
     """Base class for all neural-network modules (PyTorch's ``nn.Module``).
 
@@ -80,6 +208,12 @@ class Module:
     training: bool
     _version: int = 1
     call_super_init: bool = False
+
+    def __new__(cls, *args, **kwargs):
+        # (object.__new__ takes no arguments: the constructor's go to __init__)
+        self = object.__new__(cls)
+        _note(self)  # not initialised until Module.__init__ runs: see _MAYBE_HOOKED
+        return self
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
@@ -92,13 +226,14 @@ class Module:
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
-        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_pre_hooks"] = _HookDict()
         d["_forward_pre_hooks_with_kwargs"] = {}
-        d["_forward_hooks"] = OrderedDict()
+        d["_forward_hooks"] = _HookDict()
         d["_forward_hooks_with_kwargs"] = {}
         d["_forward_hooks_always_called"] = {}
-        d["_backward_hooks"] = OrderedDict()
-        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = _HookDict()
+        d["_backward_pre_hooks"] = _HookDict()
+        _MAYBE_HOOKED.pop(id(self), None)
 
     # ------------------------------------------------------------------
     # forward / call
@@ -108,14 +243,33 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        # one check while no module anywhere has hooks (see _MAYBE_HOOKED); the frame of this
+        # function marks a module call for dg.viz.record, so the hooked path runs below it
+        if _MAYBE_HOOKED:
+            return self._call_checked(args, kwargs)
+        try:
+            return self.forward(*args, **kwargs)
+        except _ANNOTATED as exc:
+            _annotate(exc, self)
+            raise
+
+    _call_impl = __call__
+
+    def _call_checked(self, args, kwargs):
         d = self.__dict__
         try:
             hooked = d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] \
-                or d["_backward_pre_hooks"]
+                or d["_backward_pre_hooks"] or _global_forward_pre_hooks \
+                or _global_forward_hooks or _global_backward_hooks or _global_backward_pre_hooks
         except KeyError:
             raise AttributeError(
                 f"{type(self).__name__} is not initialised: call super().__init__() at the "
                 "start of its __init__") from None
+        if type(d["_forward_pre_hooks"]) is type(d["_forward_hooks"]) is type(d["_backward_hooks"]) \
+                is type(d["_backward_pre_hooks"]) is _HookDict:
+            # initialised after all (built by __new__ and given a __dict__, as a deepcopy may),
+            # and no hook dict replaced by a mapping that does not report its hooks
+            _MAYBE_HOOKED.pop(id(self), None)
         try:
             if hooked:
                 return self._call_with_hooks(args, kwargs)
@@ -124,55 +278,69 @@ class Module:
             _annotate(exc, self)
             raise
 
-    _call_impl = __call__
-
     def _call_with_hooks(self, args, kwargs):
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                res = hook(self, args, kwargs)
-                if res is not None:
-                    if not (isinstance(res, tuple) and len(res) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook must return None or a tuple of (new_args, "
-                            f"new_kwargs), but got {res}.")
-                    args, kwargs = res
-            else:
-                res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
-        bw = None
-        if (self._backward_hooks or self._backward_pre_hooks) and STATE.grad_enabled \
-                and STATE.interpreter is None:
-            bw = BackwardHook(self, list(self._backward_hooks.values()),
-                              list(self._backward_pre_hooks.values()))
-            args = bw.setup_input_hook(args)
+        # PyTorch's _call_impl, in its order: global hooks before the module's own of each
+        # kind; always_call forward hooks also run when a pre-hook, forward or another forward
+        # hook raised
         result = None
-        called_hooks = set()
+        called = set()
         try:
+            for hid, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if not (isinstance(res, tuple) and len(res) == 2):
+                            raise RuntimeError(
+                                "forward pre-hook must return None or a tuple of (new_args, "
+                                f"new_kwargs), but got {res}.")
+                        args, kwargs = res
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+            bw = None
+            if (self._backward_hooks or self._backward_pre_hooks or _global_backward_hooks
+                    or _global_backward_pre_hooks) and STATE.grad_enabled \
+                    and STATE.interpreter is None:
+                bw = BackwardHook(self, [*_global_backward_hooks.values(), *self._backward_hooks.values()],
+                                  [*_global_backward_pre_hooks.values(),
+                                   *self._backward_pre_hooks.values()])
+                args = bw.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
-            for hid, hook in list(self._forward_hooks.items()):
-                called_hooks.add(hid)
-                if hid in self._forward_hooks_with_kwargs:
+            for hid, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
+                called.add(hid)
+                if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
                     res = hook(self, args, kwargs, result)
                 else:
                     res = hook(self, args, result)
                 if res is not None:
                     result = res
+            if bw is not None:
+                result = bw.setup_output_hook(result)
+            return result
         except Exception:
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called and hid not in called:
+                    try:
+                        hook(self, args, result)
+                    except Exception as hook_exc:
+                        warnings.warn(
+                            "global module forward hook with ``always_call=True`` raised an "
+                            f"exception that was silenced as another error was raised in forward: "
+                            f"{hook_exc}", stacklevel=2)
             for hid, hook in list(self._forward_hooks.items()):
-                if hid in self._forward_hooks_always_called and hid not in called_hooks:
+                if hid in self._forward_hooks_always_called and hid not in called:
                     try:
                         if hid in self._forward_hooks_with_kwargs:
                             hook(self, args, kwargs, result)
                         else:
                             hook(self, args, result)
                     except Exception as hook_exc:
-                        warnings.warn(f"forward hook with always_call=True raised: {hook_exc}",
-                                      stacklevel=2)
+                        warnings.warn(
+                            "module forward hook with ``always_call=True`` raised an exception "
+                            f"that was silenced as another error was raised in forward: {hook_exc}",
+                            stacklevel=2)
             raise
-        if bw is not None:
-            result = bw.setup_output_hook(result)
-        return result
 
     # ------------------------------------------------------------------
     # attribute registration
@@ -235,6 +403,10 @@ class Module:
                     "(dyngraph.Tensor or None expected)")
             buffers[name] = value
             return
+        if name in _HOOK_DICTS and type(value) is not _HookDict:
+            # a hook dict replaced by a mapping that does not report its hooks: this module's
+            # calls (and so all) take the checks while it holds one
+            _note(self)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -255,7 +427,19 @@ class Module:
         return sorted(k for k in set(keys) if not k[:1].isdigit())
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        d = self.__dict__
+        d.update(state)
+        # hook dicts of another type (a checkpoint of an older version) become _HookDicts,
+        # missing ones empty, as PyTorch fills in attributes old checkpoints lack
+        for name in _HOOK_DICTS:
+            v = d.get(name)
+            if type(v) is not _HookDict:
+                d[name] = _HookDict() if v is None else _HookDict(v)
+        for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                     "_forward_hooks_always_called"):
+            d.setdefault(name, {})
+        if "_parameters" in d:
+            _MAYBE_HOOKED.pop(id(self), None)
 
     def _check_name(self, name, kind: str) -> None:
         if "_parameters" not in self.__dict__:
