@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 static PyTypeObject *LazyT = NULL, *TensorT = NULL, *PNodeT = NULL, *TemplateT = NULL,
-                    *AutobatcherT = NULL, *PrimitiveT = NULL;
+                    *AutobatcherT = NULL, *PrimitiveT = NULL, *ConstsT = NULL, *NdarrayT = NULL;
 static PyObject *State = NULL;      /* the thread-local dispatch state */
 static PyObject *ProcessPy = NULL;  /* Autobatcher._process_py */
 static PyObject *StackP = NULL, *CatP = NULL;
@@ -41,11 +41,12 @@ static Py_ssize_t l_shape, l_dtype, l_ndim, l_size, l_node, l_k;
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_args, n_sig, n_depth, n_specs, n_refs, n_result, n_row,
     n_seq, n_nuse, n_user, n_interp, n_grad_enabled, n_versions, n_mark;
-static Py_ssize_t tm_sid, tm_specs, tm_protos, tm_multi, tm_weak;
+static Py_ssize_t tm_sid, tm_specs, tm_protos, tm_multi, tm_weak, tm_consts;
+static Py_ssize_t c_buf, c_seqs, c_n, c_cap, c_row_bytes;
 static Py_ssize_t p_batchable, p_differentiable;
 
 static PyObject *s_grad_enabled, *s_anomaly, *s_seq, *s_nodes, *s_stats, *s_tracing, *s_shapes,
-    *s_shape, *s_dtype, *s_cells, *s_nodes_stat, *s_collectors;
+    *s_shape, *s_dtype, *s_cells, *s_nodes_stat, *s_collectors, *s_arenas, *s_arenas_for, *s_grow;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 #define TRUTHY(o) ((o) == Py_True || ((o) != Py_False && (o) != Py_None && PyObject_IsTrue(o) == 1))
@@ -87,11 +88,17 @@ static int type_arg(PyObject *o, PyTypeObject **out, const char *what) {
 
 static PyObject *setup(PyObject *self, PyObject *args) {
     PyObject *lazy, *tensor, *pnode, *tmpl, *ab, *prim, *state, *procpy, *stack, *cat, *empty, *pmark,
-        *vmark;
+        *vmark, *consts, *ndarray;
     Py_ssize_t cmin;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOn", &lazy, &tensor, &pnode, &tmpl, &ab, &prim, &state,
-                          &procpy, &stack, &cat, &empty, &pmark, &vmark, &cmin))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnOO", &lazy, &tensor, &pnode, &tmpl, &ab, &prim, &state,
+                          &procpy, &stack, &cat, &empty, &pmark, &vmark, &cmin, &consts, &ndarray))
         return NULL;
+    if (type_arg(consts, &ConstsT, "Consts") < 0 || type_arg(ndarray, &NdarrayT, "ndarray") < 0)
+        return NULL;
+    const char *cn[] = {"buf", "seqs", "n", "cap", "row_bytes"};
+    Py_ssize_t *co[] = {&c_buf, &c_seqs, &c_n, &c_cap, &c_row_bytes};
+    for (int i = 0; i < 5; i++)
+        if (slot_offset(consts, cn[i], co[i]) < 0) return NULL;
     if (type_arg(lazy, &LazyT, "Lazy") < 0 || type_arg(tensor, &TensorT, "Tensor") < 0 ||
         type_arg(pnode, &PNodeT, "PNode") < 0 || type_arg(tmpl, &TemplateT, "Template") < 0 ||
         type_arg(ab, &AutobatcherT, "Autobatcher") < 0 || type_arg(prim, &PrimitiveT, "Primitive") < 0)
@@ -111,9 +118,9 @@ static PyObject *setup(PyObject *self, PyObject *args) {
                         &n_mark};
     for (int i = 0; i < 16; i++)
         if (slot_offset(pnode, nn[i], no[i]) < 0) return NULL;
-    const char *mn[] = {"sid", "specs", "protos", "multi", "weak"};
-    Py_ssize_t *mo[] = {&tm_sid, &tm_specs, &tm_protos, &tm_multi, &tm_weak};
-    for (int i = 0; i < 5; i++)
+    const char *mn[] = {"sid", "specs", "protos", "multi", "weak", "consts"};
+    Py_ssize_t *mo[] = {&tm_sid, &tm_specs, &tm_protos, &tm_multi, &tm_weak, &tm_consts};
+    for (int i = 0; i < 6; i++)
         if (slot_offset(tmpl, mn[i], mo[i]) < 0) return NULL;
     if (slot_offset(prim, "batchable", &p_batchable) < 0 ||
         slot_offset(prim, "differentiable", &p_differentiable) < 0)
@@ -514,6 +521,106 @@ slow:
         if (_r < 0) goto error;              \
     } while (0)
 
+/* Consts.put(d, seq) on a Consts c whose row d fits (Consts.fits, tested by the caller) */
+static int consts_put(PyObject *c, Py_buffer *v, long long seq) {
+    Py_ssize_t n = PyLong_AsSsize_t(SLOT(c, c_n)), cap = PyLong_AsSsize_t(SLOT(c, c_cap));
+    if ((n == -1 || cap == -1) && PyErr_Occurred()) return -1;
+    if (n >= cap) {
+        PyObject *r = PyObject_CallMethodNoArgs(c, s_grow);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    Py_buffer b, q;
+    if (PyObject_GetBuffer(SLOT(c, c_buf), &b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(SLOT(c, c_seqs), &q, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&b);
+        return -1;
+    }
+    int ok = (n + 1) * v->len <= b.len && (Py_ssize_t)((n + 1) * sizeof(int64_t)) <= q.len;
+    if (ok) {
+        if (v->len) memcpy((char *)b.buf + n * v->len, v->buf, (size_t)v->len);
+        ((int64_t *)q.buf)[n] = (int64_t)seq;
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&q);
+    if (!ok) {
+        PyErr_SetString(PyExc_RuntimeError, "_autobatch: a Consts buffer is smaller than its capacity");
+        return -1;
+    }
+    PyObject *w = PyLong_FromSsize_t(n + 1);
+    if (w == NULL) return -1;
+    put_slot(c, c_n, w);
+    return 0;
+}
+
+/* call_cell's copy of constant arguments (Template.consts) into the interpreter's Consts of
+   the template: stored[j] = the Consts for each one copied.  0, or -1 on error. */
+static int put_consts(PyObject *interp, PyObject *tmpl, PyObject *cpos, PyObject *args,
+                      PyObject *stored, PyObject *seq) {
+    PyObject *tr = PyObject_GetAttr(interp, s_tracing);
+    if (tr == NULL) return -1;
+    int tracing = PyObject_IsTrue(tr);
+    Py_DECREF(tr);
+    if (tracing) return tracing < 0 ? -1 : 0;
+    long long sq = PyLong_AsLongLong(seq);
+    if (sq == -1 && PyErr_Occurred()) return -1;
+    PyObject *arenas = PyObject_GetAttr(interp, s_arenas);
+    if (arenas == NULL) return -1;
+    if (!PyDict_CheckExact(arenas)) {
+        Py_DECREF(arenas);
+        PyErr_SetString(PyExc_TypeError, "_autobatch: interp.arenas is not a dict");
+        return -1;
+    }
+    PyObject *ar = PyDict_GetItemWithError(arenas, tmpl);
+    Py_XINCREF(ar);
+    Py_DECREF(arenas);
+    if (ar == NULL) {
+        if (PyErr_Occurred()) return -1;
+        ar = PyObject_CallMethodObjArgs(interp, s_arenas_for, tmpl, args, NULL);
+        if (ar == NULL) return -1;
+    }
+    Py_ssize_t nc = PyTuple_GET_SIZE(cpos);
+    if (!PyTuple_CheckExact(ar) || PyTuple_GET_SIZE(ar) != nc) {
+        Py_DECREF(ar);
+        PyErr_SetString(PyExc_TypeError, "_autobatch: a template's Consts do not match its positions");
+        return -1;
+    }
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(cpos, i));
+        if (j == -1 && PyErr_Occurred()) goto error;
+        if (j < 0 || j >= na) continue;
+        PyObject *a = PyTuple_GET_ITEM(args, j), *c = PyTuple_GET_ITEM(ar, i);
+        if (!PyObject_TypeCheck(a, TensorT) || Py_TYPE(c) != ConstsT) continue;
+        PyObject *d = SLOT(a, t_data);
+        if (d == NULL || Py_TYPE(d) != NdarrayT) continue;     /* a pending one stays Lazy */
+        Py_buffer v;
+        if (PyObject_GetBuffer(d, &v, PyBUF_C_CONTIGUOUS) < 0) {   /* not C-contiguous */
+            PyErr_Clear();
+            continue;
+        }
+        Py_ssize_t rb = PyLong_AsSsize_t(SLOT(c, c_row_bytes));
+        if (rb == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&v);
+            goto error;
+        }
+        if (v.len != rb) {
+            PyBuffer_Release(&v);
+            continue;
+        }
+        int r = consts_put(c, &v, sq);
+        PyBuffer_Release(&v);
+        if (r < 0) goto error;
+        Py_INCREF(c);
+        PyList_SetItem(stored, j, c);
+    }
+    Py_DECREF(ar);
+    return 0;
+error:
+    Py_DECREF(ar);
+    return -1;
+}
+
 /* A cell call (Autobatcher.call_cell's recording, for a cached template): the outputs, or
    None (nothing changed) when the Python call_cell must run. */
 static PyObject *record_cell(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
@@ -598,6 +705,10 @@ static PyObject *record_cell(PyObject *self, PyObject *const *fargs, Py_ssize_t 
         goto error_t;
     }
     Py_DECREF(st);
+    PyObject *cpos = SLOT(tmpl, tm_consts);
+    if (cpos != NULL && PyTuple_CheckExact(cpos) && PyTuple_GET_SIZE(cpos) > 0 &&
+        put_consts(interp, tmpl, cpos, args, stored, seq) < 0)
+        goto error_t;
     node = new_node(interp, tmpl, EmptyParams, stored, SLOT(tmpl, tm_sid), depth, seq, grad, Py_None,
                     SLOT(tmpl, tm_specs));
     if (node == NULL || append_node(interp, node) < 0) goto error_t;
@@ -1422,12 +1533,16 @@ PyMODINIT_FUNC PyInit__autobatch(void) {
     s_cells = PyUnicode_InternFromString("cells");
     s_nodes_stat = PyUnicode_InternFromString("nodes");
     s_collectors = PyUnicode_InternFromString("collectors");
+    s_arenas = PyUnicode_InternFromString("arenas");
+    s_arenas_for = PyUnicode_InternFromString("_arenas_for");
+    s_grow = PyUnicode_InternFromString("grow");
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
     MINUS1 = PyLong_FromLong(-1);
     if (!ZERO || !ONE || !MINUS1) return NULL;
     if (!s_grad_enabled || !s_anomaly || !s_seq || !s_nodes || !s_stats || !s_tracing || !s_shapes ||
-        !s_shape || !s_dtype || !s_cells || !s_nodes_stat || !s_collectors)
+        !s_shape || !s_dtype || !s_cells || !s_nodes_stat || !s_collectors || !s_arenas ||
+        !s_arenas_for || !s_grow)
         return NULL;
     return PyModule_Create(&module);
 }

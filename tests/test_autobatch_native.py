@@ -16,7 +16,7 @@ import pytest
 import dyngraph as dg
 from dyngraph.autobatch import cells as C
 from dyngraph.autobatch import interpreter as I
-from dyngraph.autobatch.lazy import Lazy
+from dyngraph.autobatch.lazy import Consts, Lazy
 
 native = pytest.mark.skipif(I._NATIVE is None, reason="dyngraph._autobatch not built or DYNGRAPH_PURE_PYTHON")
 
@@ -51,7 +51,7 @@ class _Model(dg.nn.Module):
         left = self.tree(ids, depth - 1)
         right = self.tree(ids, depth - 1)
         h = self.cell(left, right)
-        s, g = self.two(h, 0.5)
+        s, g = self.two(h, dg.tensor([0.5 + depth], dtype=dg.float64))   # a constant (Consts)
         return (s + g).sum(dim=1, keepdim=True) * h
 
 
@@ -67,6 +67,8 @@ def _fields(interp, node, base):
     def arg(a):
         if type(a) is Lazy:
             return ("lazy", a.node.seq - base, a.k)
+        if type(a) is Consts:      # the value copied when the call was recorded
+            return ("consts", a.take(np.array([node.seq], np.int64))[0].tolist())
         if isinstance(a, dg.Tensor):
             if a._rg and a._fn is None:
                 return ("param", id(a))

@@ -26,7 +26,7 @@ from .._core.state import STATE
 from ..ops._batching import elementwise
 from ..ops.registry import REGISTRY, bind
 from ..tensor import Tensor
-from .lazy import Lazy
+from .lazy import CONST_MAX, Lazy
 
 __all__ = ["cell", "build", "Template", "NotTraceableError", "SIGNATURES"]
 
@@ -56,6 +56,8 @@ class NotTraceableError(Exception):
 class Template:
     """The primitive steps of one cell signature.
 
+    ``consts``: the argument positions whose constant tensors are copied into a
+    :class:`~dyngraph.autobatch.lazy.Consts` when a call is recorded (a label, an index).
     ``steps``: ``(prim, params, refs, direct)``; a ref is ``(0, j)`` cell input j, ``(1, s, k)``
     output k of step s, ``(2, tensor)`` a shared tensor (parameter), ``(4, weakref)`` a
     tensor that outlives the call (a buffer), ``(3, value)`` a Python value, ``(5, params)``
@@ -65,7 +67,7 @@ class Template:
 
     __slots__ = ("name", "steps", "outs", "specs", "rgs", "protos", "multi", "weak", "batch",
                  "batchable", "batch_reason", "is_view", "differentiable", "n_outputs", "sid",
-                 "__weakref__")
+                 "consts", "__weakref__")
 
     def __init__(self, name, steps, outs, specs, multi, weak):
         self.name = f"cell:{name}"
@@ -85,6 +87,7 @@ class Template:
         self.differentiable = True
         self.n_outputs = len(outs)
         self.sid = next(SIGNATURES)
+        self.consts = ()
 
     def alive(self) -> bool:
         return all(r() is not None for r in self.weak)
@@ -453,4 +456,20 @@ def build(interp, fn, name, args, kwargs):
     if not tmpl.alive():
         raise NotTraceableError(f"{name} uses a tensor created inside the call outside primitives "
                            "(a random mask, a new constant): replaying it would reuse that value")
+    tmpl.consts = _const_positions(args)
     return tmpl
+
+
+def _const_positions(args) -> tuple:
+    """The positions of small numeric tensor arguments that need no gradient and are not
+    parameters (a per-node label): their constant values are copied into a ``Consts``
+    when each call is recorded.  The call key holds each tensor argument's shape, dtype
+    and requires_grad, so every call of the template has such a tensor there (pending or
+    not: a pending one stays an ordinary input)."""
+    out = []
+    for j, a in enumerate(args):
+        if isinstance(a, Tensor) and not a._rg:
+            d = a._data
+            if d.dtype.kind in "biufc" and d.size <= CONST_MAX:
+                out.append(j)
+    return tuple(out)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 import time
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_
 from weakref import ref as _weakref
 
 import numpy as np
@@ -38,7 +39,7 @@ from ..ops.registry import EMPTY, REGISTRY, Primitive, bind
 from ..tensor import Tensor
 from . import cells as _cells
 from .cells import SIGNATURES, NotTraceableError, Template, build
-from .lazy import Lazy
+from .lazy import Consts, Lazy
 
 __all__ = ["Autobatcher", "Lazy", "PNode", "is_pending"]
 
@@ -188,6 +189,7 @@ class Autobatcher(Interpreter):
         self.collectors: list = []   # pending stack/cat nodes of many inputs (see _collected)
         self.gks = None              # while _execute runs groups: seq -> group key (_split)
         self._todo_all = None        # _all_feed's answer
+        self.arenas: dict = {}       # cell template -> its constant arguments' Consts (call_cell)
 
     # ------------------------------------------------------------------
     # recording
@@ -390,6 +392,16 @@ class Autobatcher(Interpreter):
         node.user = -1
         node.versions = None
         node.specs = tmpl.specs
+        if tmpl.consts and not self.tracing:
+            # constant arguments (labels): copied now, while hot; the node holds the Consts
+            ar = self.arenas.get(tmpl)
+            if ar is None:
+                ar = self._arenas_for(tmpl, args)
+            for j, c in zip(tmpl.consts, ar, strict=True):
+                a = args[j]
+                if isinstance(a, Tensor) and c.fits(a._data):
+                    c.put(a._data, node.seq)
+                    stored[j] = c
         if STATE.anomaly:
             from ..autograd.anomaly import capture_stack  # noqa: PLC0415  (anomaly mode only)
 
@@ -403,6 +415,13 @@ class Autobatcher(Interpreter):
             outs.append(t)
         node.refs = refs
         return tuple(outs) if tmpl.multi else outs[0]
+
+    def _arenas_for(self, tmpl, args) -> tuple:
+        """The :class:`Consts` of ``tmpl``'s constant argument positions in this block
+        (created at its first recorded call; C ``record_cell`` calls this too)."""
+        ar = self.arenas[tmpl] = tuple(Consts(args[j]._data.shape, args[j]._data.dtype)
+                                       for j in tmpl.consts)
+        return ar
 
     def _infer(self, prim, args, params):
         """Output shapes/dtypes of one call: run it on zero-filled stand-ins (once per signature).
@@ -786,7 +805,7 @@ class Autobatcher(Interpreter):
             if not done:
                 run = prim.run_member if type(prim) is Template else None
                 for n in group:
-                    a = tuple(self._member_arg(x) for x in n.args)
+                    a = tuple(self._member_arg(x, n) for x in n.args)
                     n.result = run(a, n.params) if run is not None else bind(prim, a, n.params)
             if st is not None:
                 st.group(prim, B if done or B == 1 else 1, 1 if done or B == 1 else B,
@@ -907,10 +926,17 @@ class Autobatcher(Interpreter):
             raise RuntimeError(f"dg.autobatch: the batching rule of '{n0.prim.name}' returned "
                                f"{got}, expected {want} (a bug in the rule)")
 
-    def _member_arg(self, a):
+    def _member_arg(self, a, n):
         if type(a) is Lazy:
             return self._row_value(a)
+        if type(a) is Consts:
+            return self._const_arg(a, n)
         return a
+
+    @staticmethod
+    def _const_arg(c, n):
+        """Member ``n``'s value of a constant argument kept in ``c`` (a tensor of its own)."""
+        return Tensor._make(c.take(np.array([n.seq], np.int64))[0], False, None, 0)
 
     @staticmethod
     def _row_value(lz):
@@ -927,8 +953,28 @@ class Autobatcher(Interpreter):
         args, batched = [], []
         memo = {}
         cols = None
+        prim = n0.prim
+        ar = self.arenas.get(prim) if type(prim) is Template and prim.consts else None
+        if ar is not None:
+            ar = dict(zip(prim.consts, ar, strict=True))
         for j, a0 in enumerate(n0.args):
-            if type(a0) is Lazy or (isinstance(a0, Tensor) and not (a0._rg and a0._fn is None)):
+            if ar is not None and j in ar:
+                # a constant argument copied when recorded (call_cell): one take for the
+                # group; members whose argument was pending (or did not fit) get their own
+                if cols is None:
+                    cols = _EV.columns(group, len(n0.args))
+                c, col = ar[j], cols[j]
+                k = sum(map(is_, col, repeat(c, B)))
+                if k == B:
+                    if self.stats is not None:
+                        self.stats.gathers += 1
+                    x = Tensor._make(c.take(np.fromiter(map(_seq, group), np.int64, B)), False, None, 0)
+                    b = True
+                else:
+                    if k:
+                        col = [self._const_arg(c, n) if x is c else x for x, n in zip(col, group, strict=True)]
+                    x, b = self._gather(col, B, memo if type(col[0]) is Lazy else None)
+            elif type(a0) is Lazy or (isinstance(a0, Tensor) and not (a0._rg and a0._fn is None)):
                 if cols is None:   # every member's args by position, in one pass
                     cols = _EV.columns(group, len(n0.args))
                 x, b = self._gather(cols[j], B, memo if type(a0) is Lazy else None)
@@ -1521,7 +1567,7 @@ def _load_native():
     except ImportError:
         return None
     mod.setup(Lazy, Tensor, PNode, Template, Autobatcher, Primitive, STATE, Autobatcher._process_py,
-              _STACK, _CAT, EMPTY, _PARAM, _VALUE, _COLLECTOR_MIN)
+              _STACK, _CAT, EMPTY, _PARAM, _VALUE, _COLLECTOR_MIN, Consts, np.ndarray)
     return mod
 
 
