@@ -840,6 +840,11 @@ static PyObject *state_get(PyObject *ldict, PyObject *name) {
     return PyObject_GetAttr(State, name);
 }
 
+/* the forwards of reshape_p and expand_p when surface_setup ran (see the fast surfaces) */
+static PyObject *ReshapeImpl = NULL, *ExpandImpl = NULL;
+static PyObject *s_reshape;
+static PyObject *f_expand_view(PyObject *self, PyObject *const *a, Py_ssize_t na);
+
 static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
     if (nfargs < 2 || nfargs > 3) {
         PyErr_SetString(PyExc_TypeError, "bind(prim, args, params={})");
@@ -1005,8 +1010,32 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
         }
         PyErr_Restore(et, ev, tb);
     } else {
-        out = PyObject_VectorcallDict(SLOT(prim, p_impl), datas, n, kw);
+        PyObject *impl = SLOT(prim, p_impl);
+        out = NULL;
+        if (impl != NULL && (impl == ReshapeImpl || impl == ExpandImpl) && n == 1 && has_params &&
+            Py_TYPE(datas[0]) == ArrayType && PyDict_GET_SIZE(params) == 1) {
+            /* reshape_p / expand_p as set up (their impl not replaced since): the body of the
+               Python forward without its frame -- x.reshape(shape), or expand_view's view */
+            PyObject *shape = PyDict_GetItemWithError(params, s_shape);
+            if (shape == NULL && PyErr_Occurred()) {
+                Py_XDECREF(empty_params);
+                return NULL;
+            }
+            if (shape != NULL && PyTuple_CheckExact(shape)) {
+                PyObject *fa[2] = {datas[0], shape};
+                if (impl == ReshapeImpl) {
+                    out = PyObject_VectorcallMethod(s_reshape, fa, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                    if (out == NULL) goto forward_failed;
+                } else {
+                    out = f_expand_view(NULL, fa, 2);
+                    if (out == NULL) goto forward_failed;
+                    if (out == Py_None) Py_CLEAR(out);   /* expand_p's own code decides */
+                }
+            }
+        }
+        if (out == NULL) out = PyObject_VectorcallDict(impl, datas, n, kw);
     }
+forward_failed:
     if (out == NULL) {
         /* re-raise ValueError/TypeError/IndexError with the op's name, shapes and dtypes */
         if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
@@ -1796,6 +1825,377 @@ static PyObject *fields_direct(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(layout_ok);
 }
 
+/* --- fast surfaces: the common case of a few PyTorch-facing functions ---------------------
+   x.unsqueeze(d), x.view(a, b, ...), x.expand(...), dg.cat/stack/chunk: the argument checks of
+   their Python surfaces (surface/shape.py, which stays the reference and runs everything else)
+   done on NumPy's array fields, then the same bind(prim, args, params) call that the Python
+   code makes, with equal params -- so the nodes are the Python path's.  Each returns
+   NotImplemented where the call is not the common case (nothing has run then), and the caller
+   goes on with its Python code, which raises PyTorch's errors. */
+
+static PyObject *ReshapeP = NULL, *ExpandP = NULL, *CatP = NULL, *StackP = NULL, *SplitP = NULL;
+static PyObject *s_dim, *s_sizes;
+static int surface_ok = 0;   /* set by surface_setup: the primitives and the flags probe */
+
+#define NP_C_CONTIGUOUS 0x0001
+#define NP_WRITEABLE 0x0400
+#define NP_WARN_ON_WRITE ((int)(1u << 31))
+
+/* a Tensor whose data is an exact ndarray (borrowed data), else NULL */
+static inline PyObject *plain_data(PyObject *x) {
+    if (!PyObject_TypeCheck(x, TensorType)) return NULL;
+    PyObject *d = SLOT(x, t_data);
+    return Py_TYPE(d) == ArrayType ? d : NULL;
+}
+
+/* bind(prim, args, {key: value}) for args a new tuple (stolen) */
+static PyObject *bind_params1(PyObject *prim, PyObject *args, PyObject *key, PyObject *value) {
+    if (args == NULL) return NULL;
+    PyObject *params = PyDict_New();
+    if (params == NULL || PyDict_SetItem(params, key, value) < 0) {
+        Py_XDECREF(params);
+        Py_DECREF(args);
+        return NULL;
+    }
+    PyObject *fa[3] = {prim, args, params};
+    PyObject *r = bind(NULL, fa, 3);
+    Py_DECREF(params);
+    Py_DECREF(args);
+    return r;
+}
+
+/* a tuple of n Py_ssize_t values, new reference */
+static PyObject *int_tuple(const Py_ssize_t *v, Py_ssize_t n) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyLong_FromSsize_t(v[i]);
+        if (o == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, o);
+    }
+    return t;
+}
+
+/* an exact int in [lo, hi) wrapped to [0, hi - lo)... : returns 0 and sets *out, 1 when not such
+   an int (NotImplemented for the caller), -1 on error */
+static int small_int(PyObject *o, Py_ssize_t *out) {
+    if (!PyLong_CheckExact(o)) return 1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = (Py_ssize_t)v;
+    return 0;
+}
+
+#define NOT_IMPL() Py_RETURN_NOTIMPLEMENTED
+#define SURFACE_MAX_DIMS 64
+
+/* surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed): the
+   primitives the fast surfaces bind; probe a C-contiguous writeable array, transposed a
+   non-contiguous view of it (the flags bits are checked against NumPy's attributes) */
+static PyObject *surface_setup(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 7 || !layout_ok || TensorType == NULL) {
+        surface_ok = 0;
+        Py_RETURN_FALSE;
+    }
+    Py_XSETREF(ReshapeP, Py_NewRef(a[0]));
+    Py_XSETREF(ExpandP, Py_NewRef(a[1]));
+    Py_XSETREF(CatP, Py_NewRef(a[2]));
+    Py_XSETREF(StackP, Py_NewRef(a[3]));
+    Py_XSETREF(SplitP, Py_NewRef(a[4]));
+    PyObject *p = a[5], *tr = a[6];
+    Py_CLEAR(ReshapeImpl);
+    Py_CLEAR(ExpandImpl);
+    surface_ok = Py_TYPE(p) == ArrayType && Py_TYPE(tr) == ArrayType &&
+                 (ARR(p)->flags & NP_C_CONTIGUOUS) && (ARR(p)->flags & NP_WRITEABLE) &&
+                 !(ARR(tr)->flags & NP_C_CONTIGUOUS) && ARR(p)->nd == 2 && ARR(p)->nd == ARR(tr)->nd &&
+                 ARR(tr)->strides[0] == ARR(p)->strides[1] && ARR(tr)->strides[1] == ARR(p)->strides[0];
+    if (surface_ok) {
+        /* the forwards as defined now: bind runs their bodies directly while they stay set */
+        if ((ReshapeImpl = PyObject_GetAttrString(ReshapeP, "impl")) == NULL ||
+            (ExpandImpl = PyObject_GetAttrString(ExpandP, "impl")) == NULL) {
+            Py_CLEAR(ReshapeImpl);
+            surface_ok = 0;
+            return NULL;
+        }
+    }
+    return PyBool_FromLong(surface_ok);
+}
+
+/* unsqueeze(x, dim): surface.shape.unsqueeze's common case */
+static PyObject *f_unsqueeze(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2) NOT_IMPL();
+    PyObject *d = plain_data(a[0]);
+    Py_ssize_t dim;
+    if (d == NULL) NOT_IMPL();
+    int r = small_int(a[1], &dim);
+    if (r < 0) return NULL;
+    Py_ssize_t nd = ARR(d)->nd, n = nd + 1;
+    if (r || dim < -n || dim >= n || n > SURFACE_MAX_DIMS) NOT_IMPL();
+    if (dim < 0) dim += n;
+    Py_ssize_t shape[SURFACE_MAX_DIMS];
+    for (Py_ssize_t i = 0, k = 0; i < n; i++) shape[i] = i == dim ? 1 : ARR(d)->dimensions[k++];
+    PyObject *sh = int_tuple(shape, n);
+    if (sh == NULL) return NULL;
+    PyObject *res = bind_params1(ReshapeP, PyTuple_Pack(1, a[0]), s_shape, sh);
+    Py_DECREF(sh);
+    return res;
+}
+
+/* view(x, shape): x.view(a, b, ...) with int sizes on a C-contiguous array (always a view):
+   _view_method's first branch with _infer_shape's common results (one -1 inferred) */
+static PyObject *f_view(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2 || !PyTuple_CheckExact(a[1])) NOT_IMPL();
+    PyObject *d = plain_data(a[0]), *shape = a[1];
+    if (d == NULL || !(ARR(d)->flags & NP_C_CONTIGUOUS)) NOT_IMPL();
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    if (n == 0 || n > SURFACE_MAX_DIMS) NOT_IMPL();
+    Py_ssize_t numel = 1;
+    for (int i = 0; i < ARR(d)->nd; i++) numel *= ARR(d)->dimensions[i];
+    Py_ssize_t v[SURFACE_MAX_DIMS], rest = 1, infer = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = small_int(PyTuple_GET_ITEM(shape, i), &v[i]);
+        if (r < 0) return NULL;
+        if (r) NOT_IMPL();
+        if (v[i] == -1 && infer < 0) {
+            infer = i;
+        } else if (v[i] < 0 || (v[i] && rest > PY_SSIZE_T_MAX / v[i])) {
+            NOT_IMPL();   /* a second -1, a negative size, an overflow: the Python checks */
+        } else {
+            rest *= v[i];
+        }
+    }
+    if (infer >= 0) {
+        if (rest == 0 || numel % rest) NOT_IMPL();
+        v[infer] = numel / rest;
+    } else if (rest != numel) {
+        NOT_IMPL();
+    }
+    PyObject *sh;
+    if (infer < 0)
+        sh = Py_NewRef(shape);   /* the ints as given: equal to _infer_shape's tuple */
+    else if ((sh = int_tuple(v, n)) == NULL)
+        return NULL;
+    PyObject *res = bind_params1(ReshapeP, PyTuple_Pack(1, a[0]), s_shape, sh);
+    Py_DECREF(sh);
+    return res;
+}
+
+/* expand(x, sizes): one int size per dimension, -1 keeping it, a size-1 dimension growing */
+static PyObject *f_expand(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2 || !PyTuple_CheckExact(a[1])) NOT_IMPL();
+    PyObject *d = plain_data(a[0]), *sizes = a[1];
+    if (d == NULL) NOT_IMPL();
+    Py_ssize_t n = PyTuple_GET_SIZE(sizes);
+    if (n != ARR(d)->nd || n > SURFACE_MAX_DIMS) NOT_IMPL();
+    Py_ssize_t v[SURFACE_MAX_DIMS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t s, o = ARR(d)->dimensions[i];
+        int r = small_int(PyTuple_GET_ITEM(sizes, i), &s);
+        if (r < 0) return NULL;
+        if (r) NOT_IMPL();
+        if (s == -1)
+            s = o;
+        else if (s < 0 || (o != 1 && o != s))
+            NOT_IMPL();
+        v[i] = s;
+    }
+    PyObject *sh = int_tuple(v, n);
+    if (sh == NULL) return NULL;
+    PyObject *res = bind_params1(ExpandP, PyTuple_Pack(1, a[0]), s_shape, sh);
+    Py_DECREF(sh);
+    return res;
+}
+
+/* expand_view(x, shape): expand_p's forward for a C-contiguous ndarray x -- the read-only
+   strided view np.broadcast_to makes (same strides, base x); None where expand_p's own code
+   decides (another layout, a size that does not broadcast, a dtype without buffer export) */
+static PyObject *f_expand_view(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2 || !PyTuple_CheckExact(a[1])) Py_RETURN_NONE;
+    PyObject *x = a[0], *shape = a[1];
+    if (Py_TYPE(x) != ArrayType || !(ARR(x)->flags & NP_C_CONTIGUOUS)) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_GET_SIZE(shape), nd = ARR(x)->nd, lead = n - nd;
+    if (lead < 0 || n > SURFACE_MAX_DIMS) Py_RETURN_NONE;
+    Py_ssize_t st[SURFACE_MAX_DIMS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t s;
+        int r = small_int(PyTuple_GET_ITEM(shape, i), &s);
+        if (r < 0) return NULL;
+        if (r) Py_RETURN_NONE;
+        if (i < lead) {
+            if (s < 0) Py_RETURN_NONE;
+            st[i] = 0;
+            continue;
+        }
+        Py_ssize_t o = ARR(x)->dimensions[i - lead];
+        if (o == 1 && s >= 0)
+            st[i] = 0;   /* (broadcast_to's stride for every size-1 dimension) */
+        else if (o == s)
+            st[i] = ARR(x)->strides[i - lead];
+        else
+            Py_RETURN_NONE;
+    }
+    PyObject *strides = int_tuple(st, n);
+    if (strides == NULL) return NULL;
+    PyObject *args[5] = {shape, ARR(x)->descr, x, ZERO, strides};
+    PyObject *out = PyObject_Vectorcall((PyObject *)ArrayType, args, 5, NULL);
+    Py_DECREF(strides);
+    if (out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+            !PyErr_ExceptionMatches(PyExc_BufferError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (Py_TYPE(out) != ArrayType) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    ARR(out)->flags &= ~(NP_WRITEABLE | NP_WARN_ON_WRITE);   /* setflags(write=False) */
+    return out;
+}
+
+/* the Tensors of a list/tuple of >= lo items as a new tuple when each has an exact ndarray,
+   else NULL (no error) */
+static PyObject *tensor_items(PyObject *seq, Py_ssize_t lo) {
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k < lo) return NULL;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (plain_data(items[i]) == NULL) return NULL;
+    if (PyTuple_CheckExact(seq)) return Py_NewRef(seq);
+    return PyList_AsTuple(seq);
+}
+
+/* cat(tensors, dim): dg.cat's one-pass common case (Tensors of one rank, equal sizes off dim;
+   vectors end to end may differ in length but not be empty) */
+static PyObject *f_cat(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2) NOT_IMPL();
+    Py_ssize_t dim;
+    int r = small_int(a[1], &dim);
+    if (r < 0) return NULL;
+    if (r) NOT_IMPL();
+    PyObject *args = tensor_items(a[0], 2);
+    if (args == NULL) NOT_IMPL();
+    Py_ssize_t k = PyTuple_GET_SIZE(args);
+    PyObject *d0 = SLOT(PyTuple_GET_ITEM(args, 0), t_data);
+    int nd = ARR(d0)->nd;
+    if (nd == 0 || dim < -nd || dim >= nd) goto not_impl;
+    if (dim < 0) dim += nd;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *di = SLOT(PyTuple_GET_ITEM(args, i), t_data);
+        if (ARR(di)->nd != nd) goto not_impl;
+        for (int j = 0; j < nd; j++) {
+            if (j == dim ? (nd == 1 && ARR(di)->dimensions[j] == 0)
+                         : ARR(di)->dimensions[j] != ARR(d0)->dimensions[j])
+                goto not_impl;   /* (a legacy empty vector is skipped by the Python code) */
+        }
+    }
+    PyObject *dd = PyLong_FromSsize_t(dim);
+    if (dd == NULL) {
+        Py_DECREF(args);
+        return NULL;
+    }
+    PyObject *res = bind_params1(CatP, args, s_dim, dd);
+    Py_DECREF(dd);
+    return res;
+not_impl:
+    Py_DECREF(args);
+    NOT_IMPL();
+}
+
+/* stack(tensors, dim): dg.stack's common case (Tensors of one shape) */
+static PyObject *f_stack(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 2) NOT_IMPL();
+    Py_ssize_t dim;
+    int r = small_int(a[1], &dim);
+    if (r < 0) return NULL;
+    if (r) NOT_IMPL();
+    PyObject *args = tensor_items(a[0], 1);
+    if (args == NULL) NOT_IMPL();
+    Py_ssize_t k = PyTuple_GET_SIZE(args);
+    PyObject *d0 = SLOT(PyTuple_GET_ITEM(args, 0), t_data);
+    int nd = ARR(d0)->nd, n = nd + 1;
+    if (dim < -n || dim >= n) goto not_impl;
+    if (dim < 0) dim += n;
+    for (Py_ssize_t i = 1; i < k; i++) {
+        PyObject *di = SLOT(PyTuple_GET_ITEM(args, i), t_data);
+        if (ARR(di)->nd != nd ||
+            (nd && memcmp(ARR(di)->dimensions, ARR(d0)->dimensions, nd * sizeof(Py_ssize_t)) != 0))
+            goto not_impl;
+    }
+    PyObject *dd = PyLong_FromSsize_t(dim);
+    if (dd == NULL) {
+        Py_DECREF(args);
+        return NULL;
+    }
+    PyObject *res = bind_params1(StackP, args, s_dim, dd);
+    Py_DECREF(dd);
+    return res;
+not_impl:
+    Py_DECREF(args);
+    NOT_IMPL();
+}
+
+/* chunk(x, chunks, dim): dg.chunk's common case (chunks > 0, a non-empty dimension): pieces of
+   ceil(n / chunks), split_p bound with split's sizes, the pieces marked as views of x */
+static PyObject *f_chunk(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 3) NOT_IMPL();
+    PyObject *d = plain_data(a[0]);
+    Py_ssize_t chunks, dim;
+    if (d == NULL) NOT_IMPL();
+    int r1 = small_int(a[1], &chunks), r2 = r1 ? 1 : small_int(a[2], &dim);
+    if (r1 < 0 || r2 < 0) return NULL;
+    int nd = ARR(d)->nd;
+    if (r1 || r2 || chunks <= 0 || nd == 0 || dim < -nd || dim >= nd) NOT_IMPL();
+    if (dim < 0) dim += nd;
+    Py_ssize_t n = ARR(d)->dimensions[dim];
+    if (n <= 0) NOT_IMPL();
+    Py_ssize_t size = n / chunks + (n % chunks != 0), full = n / size, last = n % size;
+    PyObject *sizes = PyTuple_New(full + (last != 0));
+    if (sizes == NULL) return NULL;
+    PyObject *ps = PyLong_FromSsize_t(size);
+    if (ps == NULL) {
+        Py_DECREF(sizes);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < full; i++) PyTuple_SET_ITEM(sizes, i, Py_NewRef(ps));
+    Py_DECREF(ps);
+    if (last) {
+        PyObject *pl = PyLong_FromSsize_t(last);
+        if (pl == NULL) {
+            Py_DECREF(sizes);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(sizes, full, pl);
+    }
+    PyObject *dd = PyLong_FromSsize_t(dim);
+    PyObject *params = dd ? PyDict_New() : NULL;
+    PyObject *args = params ? PyTuple_Pack(1, a[0]) : NULL;
+    PyObject *res = NULL;
+    if (args != NULL && PyDict_SetItem(params, s_sizes, sizes) == 0 &&
+        PyDict_SetItem(params, s_dim, dd) == 0) {   /* {"sizes": ..., "dim": ...}, split's order */
+        PyObject *fa[3] = {SplitP, args, params};
+        res = bind(NULL, fa, 3);
+        if (res != NULL) {
+            PyObject *ma[2] = {res, a[0]};
+            PyObject *m = mark_views(NULL, ma, 2);
+            if (m == NULL) Py_CLEAR(res);
+            Py_XDECREF(m);
+        }
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(params);
+    Py_XDECREF(dd);
+    Py_DECREF(sizes);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"mark_views", (PyCFunction)(void (*)(void))mark_views, METH_FASTCALL,
      "mark_views(outs, base): registry.mark_views in C."},
@@ -1813,6 +2213,22 @@ static PyMethodDef methods[] = {
     {"row_sum", row_sum, METH_O, "row_sum(e): np.add.reduce(e, axis=None) of a float array."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(prim, args, params={}): the eager dispatch fast path."},
+    {"surface_setup", (PyCFunction)(void (*)(void))surface_setup, METH_FASTCALL,
+     "surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed)."},
+    {"unsqueeze", (PyCFunction)(void (*)(void))f_unsqueeze, METH_FASTCALL,
+     "unsqueeze(x, dim): the common case of dg.unsqueeze (NotImplemented: not done)."},
+    {"view", (PyCFunction)(void (*)(void))f_view, METH_FASTCALL,
+     "view(x, shape): the common case of x.view(*shape) (NotImplemented: not done)."},
+    {"expand", (PyCFunction)(void (*)(void))f_expand, METH_FASTCALL,
+     "expand(x, sizes): the common case of x.expand(*sizes) (NotImplemented: not done)."},
+    {"expand_view", (PyCFunction)(void (*)(void))f_expand_view, METH_FASTCALL,
+     "expand_view(x, shape): expand_p's view of a C-contiguous array (None: not done)."},
+    {"cat", (PyCFunction)(void (*)(void))f_cat, METH_FASTCALL,
+     "cat(tensors, dim): the common case of dg.cat (NotImplemented: not done)."},
+    {"stack", (PyCFunction)(void (*)(void))f_stack, METH_FASTCALL,
+     "stack(tensors, dim): the common case of dg.stack (NotImplemented: not done)."},
+    {"chunk", (PyCFunction)(void (*)(void))f_chunk, METH_FASTCALL,
+     "chunk(x, chunks, dim): the common case of dg.chunk (NotImplemented: not done)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups",
@@ -1839,6 +2255,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     INTERN(s_flags, "flags");
     INTERN(s_writeable, "writeable");
     INTERN(s_owndata, "owndata");
+    INTERN(s_dim, "dim");
+    INTERN(s_sizes, "sizes");
+    INTERN(s_reshape, "reshape");
 #undef INTERN
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);

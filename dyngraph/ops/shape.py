@@ -110,7 +110,13 @@ def split_p(x, sizes=(), dim=0):
     return tuple(out)
 
 
-split_p.defvjp(lambda g, out, x, sizes=(), dim=0: cat_p(*g, dim=dim))
+def _pieces(g):
+    """The output gradients of a multi-output node as a tuple: a node that made one piece
+    (``x.chunk(1)``, ``unbind`` of a size-1 dimension) has ``n_out == 1`` and gets it bare."""
+    return tuple(g) if isinstance(g, (tuple, list)) else (g,)
+
+
+split_p.defvjp(lambda g, out, x, sizes=(), dim=0: cat_p(*_pieces(g), dim=dim))
 
 
 @primitive("unbind", meta=True, n_outputs=-1)
@@ -120,7 +126,7 @@ def unbind_p(x, dim=0):
     return tuple(x[pre + (i, Ellipsis)] for i in range(x.shape[dim]))
 
 
-unbind_p.defvjp(lambda g, out, x, dim=0: stack_p(*g, dim=dim))
+unbind_p.defvjp(lambda g, out, x, dim=0: stack_p(*_pieces(g), dim=dim))
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 
+from .._core.registry import LOOPS as _LOOPS
 from ..backend import xp
 from ..tensor import Tensor
 from . import _batching
@@ -38,8 +39,16 @@ def reshape_p(x, shape=()):
 reshape_p.defvjp(lambda g, out, x, shape=(): reshape_p(g, shape=tuple(x.shape)))
 
 
+# The accelerator's expand_view (the view below built in C: ~0.3 against ~1.2 us), or None
+_EXPAND_VIEW = getattr(_LOOPS, "expand_view", None)
+
+
 @primitive("expand", meta=True, is_view=True)
 def expand_p(x, shape=()):
+    if _EXPAND_VIEW is not None:
+        out = _EXPAND_VIEW(x, shape)
+        if out is not None:
+            return out
     if type(x) is np.ndarray and x.flags.c_contiguous and len(shape) >= x.ndim:
         # a C-contiguous input (the usual ``dst.unsqueeze(1).expand(-1, H)``): the read-only
         # view np.broadcast_to makes (same strides, same base), built directly -- its nditer

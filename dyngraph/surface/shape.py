@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._core.graph import bump_version
+from .._core.registry import LOOPS as _LOOPS
 from .._core.registry import mark_views as _mark_views_c
 from .._core.state import STATE, concrete
 from ..creation import from_numpy, zeros
@@ -45,6 +46,27 @@ __all__ = [
     "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_tensors", "diff",
     "broadcast_shapes", "block_diag", "rot90", "cartesian_prod", "combinations",
 ]
+
+
+def _fast_surfaces():
+    """The C accelerator's fast surfaces (``_speedups.unsqueeze/view/expand/cat/stack/chunk``),
+    or None (pure Python, an extension built before them, or a NumPy whose flags probe fails).
+
+    Each does the common case of the function below that calls it -- the same checks on the
+    array fields, then the same ``bind`` call with equal params, so the nodes are those of
+    the Python code -- and returns NotImplemented for anything else (nothing has run then);
+    the Python code that follows stays the reference and raises the errors.
+    """
+    if _LOOPS is None or not hasattr(_LOOPS, "surface_setup"):
+        return None
+    probe = np.zeros((2, 3), np.float32)
+    if not _LOOPS.surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, probe.T):
+        return None
+    return _LOOPS
+
+
+_C = _fast_surfaces()
+_NI = NotImplemented
 
 
 def _infer_shape(shape, numel: int, op: str) -> tuple:
@@ -87,6 +109,10 @@ def _alias(t: Tensor) -> Tensor:
 
 def expand(input, *sizes):
     """Broadcast to a larger shape without copying (-1 keeps a dimension)."""
+    if _C is not None:
+        r = _C.expand(input, sizes)
+        if r is not _NI:
+            return r
     old = input._data.shape
     if len(sizes) == len(old):
         # the usual call (int sizes, one per dimension): what the loop below accepts
@@ -175,6 +201,10 @@ def _view_method(self, *shape):
     ``x.view(dtype)`` (reinterpret the bytes, not differentiable)."""
     if shape and type(shape[0]) is int:
         # x.view(a, b, ...) on a C-contiguous tensor (the usual call): always a view
+        if _C is not None:
+            r = _C.view(self, shape)
+            if r is not _NI:
+                return r
         d = self._data
         if d.flags.c_contiguous:
             return bind(reshape_p, (self,), {"shape": _infer_shape(shape, d.size, "view")})
@@ -241,6 +271,10 @@ def unsqueeze(input, dim: int):
     >>> dg.zeros(2, 3).unsqueeze(-1).shape
     dyngraph.Size([2, 3, 1])
     """
+    if _C is not None:
+        r = _C.unsqueeze(input, dim)
+        if r is not _NI:
+            return r
     shape = input._data.shape
     n = len(shape) + 1
     if type(dim) is int and -n <= dim < n:      # _wrap_dim's check, inline (the usual call)
@@ -443,6 +477,10 @@ def cat(tensors, dim: int = 0, *, axis=None):
     """
     if axis is not None:
         dim = axis
+    if _C is not None:
+        r = _C.cat(tensors, dim)
+        if r is not _NI:
+            return r
     if type(tensors) in _SEQ and len(tensors) > 1 and type(dim) is int:
         # One pass for the common case (Tensors of one rank, equal sizes off ``dim``, no
         # legacy empty 1-D input); anything else takes the checks below and their errors.
@@ -512,6 +550,10 @@ def stack(tensors, dim: int = 0):
     >>> dg.stack([dg.zeros(3), dg.ones(3)], dim=1).shape
     dyngraph.Size([3, 2])
     """
+    if _C is not None:
+        r = _C.stack(tensors, dim)
+        if r is not _NI:
+            return r
     if type(tensors) in _SEQ and tensors and type(dim) is int:
         # one pass for the common case (Tensors of one shape); else the checks below
         ref = tensors[0]
@@ -603,7 +645,15 @@ def split(tensor, split_size_or_sections, dim: int = 0):
 
 
 def chunk(input, chunks: int, dim: int = 0):
-    """Split into ``chunks`` pieces of ``ceil(n / chunks)`` (fewer when they run out)."""
+    """Split into ``chunks`` pieces of ``ceil(n / chunks)`` (fewer when they run out).
+
+    >>> [p.shape[1] for p in dg.zeros(1, 7).chunk(3, dim=-1)]
+    [3, 3, 1]
+    """
+    if _C is not None:
+        r = _C.chunk(input, chunks, dim)
+        if r is not _NI:
+            return r
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     if input._data.ndim == 0:
