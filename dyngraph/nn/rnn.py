@@ -25,7 +25,9 @@ import warnings
 import numpy as np
 
 from ..dtypes import is_floating_point_dtype as _is_float_dtype
-from ..ops.rnn import gru_layer, lstm_cell, lstm_layer_sizes, rnn_layer
+from ..ops.nn import linear_p
+from ..ops.registry import bind
+from ..ops.rnn import gru_layer, gru_layer_p, lstm_cell, lstm_layer_sizes, rnn_layer
 from ..surface.indexing import index_select
 from ..surface.nn import linear
 from ..surface.shape import cat, reshape, stack, transpose, unsqueeze
@@ -376,6 +378,27 @@ class RNNCellBase(Module):
             s += ", nonlinearity={nonlinearity}"
         return s.format(**self.__dict__)
 
+    def _fast_ok(self, p, x, states) -> bool:
+        """Whether a call passes every check of :meth:`_check` and of ``F.linear`` on both
+        products without building anything: a 2-D input of the weights' dtype and
+        ``input_size`` columns, 2-D states of shape ``(batch, hidden_size)``, the weights and
+        biases of the shapes ``F.linear`` accepts.  Only then do the cells bind their
+        primitives directly (the same nodes); anything else, and every error, goes through
+        :meth:`_check` and ``F.linear``.  ``states[0]`` is the state multiplied by
+        ``weight_hh``; LSTMCell's products check its dtype, GRUCell's and RNNCell's do not."""
+        w_ih, w_hh = p["weight_ih"]._data, p["weight_hh"]._data
+        xs, wis, whs = x._data.shape, w_ih.shape, w_hh.shape
+        d = self.__dict__
+        n, hid = d.get("input_size"), d.get("hidden_size")
+        if not (len(xs) == 2 and x._data.dtype is w_ih.dtype and len(wis) == 2 and len(whs) == 2
+                and xs[1] == wis[1] == n and whs[1] == hid):
+            return False
+        for st in states:
+            if type(st) is not Tensor or st._data.shape != (xs[0], hid):
+                return False
+        b_ih, b_hh = p["bias_ih"], p["bias_hh"]
+        return (b_ih is None or b_ih._data.shape == wis[:1]) and (b_hh is None or b_hh._data.shape == whs[:1])
+
     def _check(self, input, states):
         name = type(self).__name__
         if not isinstance(input, Tensor):
@@ -445,9 +468,18 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
+        p = self._parameters
+        if type(input) is Tensor and type(hx) is tuple and len(hx) == 2:
+            h, c = hx
+            if self._fast_ok(p, input, hx) and h._data.dtype is p["weight_hh"]._data.dtype:
+                # batched, every check passed (_fast_ok): the nodes below, without _check's
+                # and F.linear's work
+                w, b = p["bias_ih"], p["bias_hh"]
+                gates = bind(linear_p, (input, p["weight_ih"]) if w is None else (input, p["weight_ih"], w)) \
+                    + bind(linear_p, (h, p["weight_hh"]) if b is None else (h, p["weight_hh"], b))
+                return lstm_cell(gates, c)
         h0, c0 = (None, None) if hx is None else hx
         x, (h, c), batched = self._check(input, [h0, c0])
-        p = self._parameters
         # Written out (not the fused layer primitive) so that, as in PyTorch, h' is computed
         # from c': gradients w.r.t. a cell state (autograd.grad(..., c), c.retain_grad())
         # then include the path through h'.  Parameter gradients are the same either way.
@@ -464,8 +496,15 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
-        x, (h,), batched = self._check(input, [hx])
         p = self._parameters
+        if type(input) is Tensor and self._fast_ok(p, input, (hx,)):
+            # batched, every check passed (_fast_ok): the nodes below, without _check's,
+            # F.linear's and gru_layer's work
+            b = p["bias_ih"]
+            xw = bind(linear_p, (input, p["weight_ih"]) if b is None else (input, p["weight_ih"], b))
+            return bind(gru_layer_p, (xw, hx, p["weight_hh"], p["bias_hh"]),
+                        {"batch_sizes": (input._data.shape[0],), "reverse": False})[1]
+        x, (h,), batched = self._check(input, [hx])
         _, hn = gru_layer(linear(x, p["weight_ih"], p["bias_ih"]), h, p["weight_hh"], p["bias_hh"],
                           (x._data.shape[0],))
         return hn if batched else hn[0]
