@@ -248,7 +248,9 @@ class Module:
         if _MAYBE_HOOKED:
             return self._call_checked(args, kwargs)
         try:
-            return self.forward(*args, **kwargs)
+            if kwargs:
+                return self.forward(*args, **kwargs)
+            return self.forward(*args)  # (no empty kwargs dict to unpack: ~20 ns)
         except _ANNOTATED as exc:
             _annotate(exc, self)
             raise
