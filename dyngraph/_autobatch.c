@@ -1378,6 +1378,108 @@ static PyObject *fill(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     Py_RETURN_FALSE;
 }
 
+/* scatter(g, outs, rows, pos, uniq) -> True when, for every source s with rows[s] not None,
+   outs[s][rows[s][k]] = g[pos[s][k]] (uniq[s]) or += (float32/float64 only) was done, in k
+   order: ops/_batching._gather_backward_all's loop (the adjoint of fill).  False, with
+   nothing written, when anything is not as expected (the NumPy loop then runs). */
+static PyObject *scatter(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 5) {
+        PyErr_SetString(PyExc_TypeError, "scatter(g, outs, rows, pos, uniq)");
+        return NULL;
+    }
+    PyObject *outs = a[1], *rows = a[2], *poss = a[3], *uniq = a[4];
+    if (!PyList_Check(outs) || !PyTuple_Check(rows) || !PyTuple_Check(poss) || !PyTuple_Check(uniq))
+        Py_RETURN_FALSE;
+    Py_ssize_t S = PyList_GET_SIZE(outs);
+    if (PyTuple_GET_SIZE(rows) != S || PyTuple_GET_SIZE(poss) != S || PyTuple_GET_SIZE(uniq) != S)
+        Py_RETURN_FALSE;
+    Py_buffer gv;
+    if (PyObject_GetBuffer(a[0], &gv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    int ok = gv.ndim >= 1 && gv.shape[0] > 0 && gv.format != NULL;
+    Py_ssize_t B = ok ? gv.shape[0] : 0, rb = ok ? gv.len / B : 0;
+    int kind = 0;   /* 1 float32, 2 float64 (for sums) */
+    if (ok && gv.itemsize == 4 && strcmp(gv.format, "f") == 0) kind = 1;
+    if (ok && gv.itemsize == 8 && strcmp(gv.format, "d") == 0) kind = 2;
+    Py_ssize_t width = ok && gv.itemsize ? rb / gv.itemsize : 0;
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        for (Py_ssize_t s = 0; s < S && ok; s++) {
+            PyObject *r = PyTuple_GET_ITEM(rows, s), *p = PyTuple_GET_ITEM(poss, s);
+            if (r == Py_None) continue;        /* a member's own value: summed in Python */
+            int u = PyObject_IsTrue(PyTuple_GET_ITEM(uniq, s));
+            if (u < 0) {
+                PyErr_Clear();
+                ok = 0;
+                break;
+            }
+            if (!u && kind == 0) {
+                ok = 0;
+                break;
+            }
+            Py_buffer zv, rv, pv;
+            int have_p = 0;
+            if (PyObject_GetBuffer(PyList_GET_ITEM(outs, s), &zv,
+                                   PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+                PyErr_Clear();
+                ok = 0;
+                break;
+            }
+            ok = zv.format != NULL && strcmp(zv.format, gv.format) == 0 && zv.itemsize == gv.itemsize &&
+                 rb > 0 && zv.len % rb == 0;
+            Py_ssize_t nz = ok ? zv.len / rb : 0;
+            Py_ssize_t start = 0, step = 1, np_ = 0;
+            const Py_ssize_t *pidx = NULL, *ridx = NULL;
+            if (ok && PySlice_Check(p)) {
+                Py_ssize_t stop;
+                if (PySlice_Unpack(p, &start, &stop, &step) < 0) {
+                    PyErr_Clear();
+                    ok = 0;
+                } else {
+                    np_ = PySlice_AdjustIndices(B, &start, &stop, step);
+                }
+            } else if (ok) {
+                have_p = intp_view(p, &pv);
+                ok = have_p;
+                if (ok) {
+                    pidx = pv.buf;
+                    np_ = pv.shape[0];
+                }
+            }
+            int have_r = ok ? intp_view(r, &rv) : 0;
+            ok = ok && have_r && rv.shape[0] == np_;
+            if (ok) ridx = rv.buf;
+            for (Py_ssize_t k = 0; k < np_ && ok; k++) {
+                Py_ssize_t q = pidx ? pidx[k] : start + k * step, row = ridx[k];
+                if (q < 0 || q >= B || row < 0 || row >= nz) {
+                    ok = 0;
+                    break;
+                }
+                if (pass == 0) continue;
+                char *to = (char *)zv.buf + row * rb;
+                const char *from = (const char *)gv.buf + q * rb;
+                if (u) {
+                    memcpy(to, from, rb);
+                } else if (kind == 1) {
+                    float *t = (float *)to;
+                    const float *f = (const float *)from;
+                    for (Py_ssize_t e = 0; e < width; e++) t[e] = t[e] + f[e];
+                } else {
+                    double *t = (double *)to;
+                    const double *f = (const double *)from;
+                    for (Py_ssize_t e = 0; e < width; e++) t[e] = t[e] + f[e];
+                }
+            }
+            if (have_r) PyBuffer_Release(&rv);
+            if (have_p) PyBuffer_Release(&pv);
+            PyBuffer_Release(&zv);
+        }
+    }
+    PyBuffer_Release(&gv);
+    if (ok) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
 
 /* pending(nodes, rm, ep) -> (todo, roots) or None: Autobatcher._all_feed's pass -- the
    pending nodes in order, each marked ep, and how many of them were marked rm (a root);
@@ -1513,6 +1615,8 @@ static PyMethodDef methods[] = {
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},
     {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
      "plan(rows, keys, distinct) -> per source (p0, rows, pos, unique), first appearance first."},
+    {"scatter", (PyCFunction)(void (*)(void))scatter, METH_FASTCALL,
+     "scatter(g, outs, rows, pos, uniq) -> True when outs[s][rows[s]] (+)= g[pos[s]] was done."},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(out, sources, rows, pos) -> True when out[pos[s]] = sources[s][rows[s]] was done."},
     {NULL, NULL, 0, NULL}};

@@ -1597,6 +1597,7 @@ def use_native(on: bool = True) -> bool:
                      ("users", _users_py), ("assign_pieces", _assign_pieces_py)):
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
     _batching._FILL = mod.fill if mod is not None else None
+    _batching._SCATTER = mod.scatter if mod is not None else None
     return was
 
 
