@@ -1595,12 +1595,142 @@ static char buf_kind(const Py_buffer *b) {
     }
 }
 
+/* --- shared by the fast surfaces (below) and the loops' field reads ----------------------- */
+static PyObject *ReshapeP = NULL, *ExpandP = NULL, *CatP = NULL, *StackP = NULL, *SplitP = NULL;
+static PyObject *s_dim, *s_sizes;
+static int surface_ok = 0;   /* set by surface_setup: the primitives and the flags probe */
+
+#define NP_C_CONTIGUOUS 0x0001
+#define NP_WRITEABLE 0x0400
+#define NP_WARN_ON_WRITE ((int)(1u << 31))
+
+/* a Tensor whose data is an exact ndarray (borrowed data), else NULL */
+static inline PyObject *plain_data(PyObject *x) {
+    if (!PyObject_TypeCheck(x, TensorType)) return NULL;
+    PyObject *d = SLOT(x, t_data);
+    return Py_TYPE(d) == ArrayType ? d : NULL;
+}
+
+/* bind(prim, args, {key: value}) for args a new tuple (stolen) */
+static PyObject *bind_params1(PyObject *prim, PyObject *args, PyObject *key, PyObject *value) {
+    if (args == NULL) return NULL;
+    PyObject *params = PyDict_New();
+    if (params == NULL || PyDict_SetItem(params, key, value) < 0) {
+        Py_XDECREF(params);
+        Py_DECREF(args);
+        return NULL;
+    }
+    PyObject *fa[3] = {prim, args, params};
+    PyObject *r = bind(NULL, fa, 3);
+    Py_DECREF(params);
+    Py_DECREF(args);
+    return r;
+}
+
+/* a tuple of n Py_ssize_t values, new reference */
+static PyObject *int_tuple(const Py_ssize_t *v, Py_ssize_t n) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyLong_FromSsize_t(v[i]);
+        if (o == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, o);
+    }
+    return t;
+}
+
+/* an exact int in [lo, hi) wrapped to [0, hi - lo)... : returns 0 and sets *out, 1 when not such
+   an int (NotImplemented for the caller), -1 on error */
+static int small_int(PyObject *o, Py_ssize_t *out) {
+    if (!PyLong_CheckExact(o)) return 1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = (Py_ssize_t)v;
+    return 0;
+}
+
+#define NOT_IMPL() Py_RETURN_NOTIMPLEMENTED
+#define SURFACE_MAX_DIMS 64
+
+/* The canonical float32/float64/int64 dtypes (surface_setup): an exact ndarray of one of them
+   is described to the loops below from its fields (fields_buffer), without a buffer request
+   (~0.1-0.15 us each); other arrays take the buffer protocol as before. */
+static PyObject *DtF32 = NULL, *DtF64 = NULL, *DtI64 = NULL;
+
+/* fill *b from a's fields as PyObject_GetBuffer would (C-contiguous and/or writable when asked):
+   1 done (b->obj is NULL: PyBuffer_Release does nothing), 0 not such an array */
+static int fields_buffer(PyObject *a, Py_buffer *b, int need_c, int need_w) {
+    if (!surface_ok || Py_TYPE(a) != ArrayType) return 0;
+    PyObject *dt = ARR(a)->descr;
+    const char *fmt;
+    Py_ssize_t isz;
+    if (dt == DtF32) {
+        fmt = "f";
+        isz = 4;
+    } else if (dt == DtF64) {
+        fmt = "d";
+        isz = 8;
+    } else if (dt == DtI64) {
+        fmt = "q";
+        isz = 8;
+    } else {
+        return 0;
+    }
+    int fl = ARR(a)->flags;
+    if ((need_c && !(fl & NP_C_CONTIGUOUS)) || (need_w && !(fl & NP_WRITEABLE))) return 0;
+    Py_ssize_t n = 1;
+    for (int d = 0; d < ARR(a)->nd; d++) n *= ARR(a)->dimensions[d];
+    b->buf = ARR(a)->data;
+    b->obj = NULL;
+    b->len = n * isz;
+    b->itemsize = isz;
+    b->readonly = !(fl & NP_WRITEABLE);
+    b->ndim = ARR(a)->nd;
+    b->format = (char *)fmt;
+    b->shape = ARR(a)->dimensions;
+    b->strides = ARR(a)->strides;
+    b->suboffsets = NULL;
+    b->internal = NULL;
+    return 1;
+}
+
 /* rows_add(out, rows, vals): np.add.at(out, rows, vals) along the first axis -- out[rows[i]]
    += vals[i] for i in order, as ufunc.at visits them (the same sums in the same order: the
    same bits).  out: writable C-contiguous float32/float64 of >= 1 row; rows: 1-D int64 (any
-   stride), entries in [-n, n) (a negative one wraps, as in NumPy); vals: C-contiguous, the
-   dtype of out, len(rows) rows of out's row size, not overlapping out.  False (nothing
+   stride), entries in [-n, n) (a negative one wraps, as in NumPy), or an (m, *out.shape[1:])
+   int64 index whose entries repeat along every axis but the first (zero strides: an
+   expand()ed row index); vals: C-contiguous, the dtype of out, len(rows) rows of out's row
+   size (the index's shape for an expanded index), not overlapping out.  False (nothing
    written) otherwise. */
+/* orow[j] += vrow[j] for j < r: 16-byte blocks through GCC/Clang vector types (SSE2/NEON
+   adds; -O2 leaves the plain loop scalar), then the rest; each element gets the one IEEE
+   addition of the plain loop (the same bits) */
+#if defined(__GNUC__)
+typedef float rows_v4f __attribute__((vector_size(16)));
+typedef double rows_v2d __attribute__((vector_size(16)));
+#define ROW_ADD_BLOCKS(VT, W, orow, vrow, r, j)                 \
+    for (; j + W <= (r); j += W) {                              \
+        VT o_, v_;                                              \
+        memcpy(&o_, (orow) + j, sizeof o_);                     \
+        memcpy(&v_, (vrow) + j, sizeof v_);                     \
+        o_ += v_;                                               \
+        memcpy((orow) + j, &o_, sizeof o_);                     \
+    }
+#else
+#define ROW_ADD_BLOCKS(VT, W, orow, vrow, r, j)
+#endif
+#define ROW_ADD(VT, W, orow, vrow, r)                           \
+    do {                                                        \
+        Py_ssize_t j_ = 0;                                      \
+        ROW_ADD_BLOCKS(VT, W, orow, vrow, r, j_)                \
+        for (; j_ < (r); j_++) (orow)[j_] += (vrow)[j_];        \
+    } while (0)
+
 static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 3) {
         PyErr_SetString(PyExc_TypeError, "rows_add(out, rows, vals)");
@@ -1608,23 +1738,33 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     }
     Py_buffer ob, rb, vb;
     int ok = 0;
-    if (PyObject_GetBuffer(a[0], &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+    if (!fields_buffer(a[0], &ob, 1, 1) &&
+        PyObject_GetBuffer(a[0], &ob, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
-    if (PyObject_GetBuffer(a[1], &rb, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+    if (!fields_buffer(a[1], &rb, 0, 0) && PyObject_GetBuffer(a[1], &rb, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&ob);
         Py_RETURN_FALSE;
     }
-    if (PyObject_GetBuffer(a[2], &vb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    if (!fields_buffer(a[2], &vb, 1, 0) && PyObject_GetBuffer(a[2], &vb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&rb);
         PyBuffer_Release(&ob);
         Py_RETURN_FALSE;
     }
     char k = buf_kind(&ob);
-    if ((k == 'f' || k == 'd') && buf_kind(&vb) == k && buf_kind(&rb) == 'q' && rb.ndim == 1 &&
+    /* an expanded index (``dst.unsqueeze(1).expand(-1, H)`` for a scatter_add_ along dim 0):
+       rows of out's row shape whose entries repeat one row number (zero strides), with vals
+       of the index's shape -- scatter_add's np.add.at(out, (rows, cols...), vals) visits the
+       same elements in the same order as whole-row additions */
+    int expanded = rb.ndim >= 2 && rb.ndim == ob.ndim && vb.ndim == rb.ndim;
+    for (int d = 1; expanded && d < rb.ndim; d++)
+        expanded = rb.shape[d] == ob.shape[d] && vb.shape[d] == rb.shape[d] &&
+                   (rb.strides[d] == 0 || rb.shape[d] == 1);
+    expanded = expanded && vb.shape[0] == rb.shape[0];
+    if ((k == 'f' || k == 'd') && buf_kind(&vb) == k && buf_kind(&rb) == 'q' && (rb.ndim == 1 || expanded) &&
         ob.ndim >= 1 && ob.shape[0] > 0) {
         Py_ssize_t nrow = ob.shape[0], m = rb.shape[0], st = rb.strides[0];
         Py_ssize_t r = ob.len / ob.itemsize / nrow;
@@ -1647,7 +1787,7 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
                 long long row = *(const long long *)(rp + i * st);
                 double *restrict orow = o + (row < 0 ? row + nrow : row) * r;
                 const double *restrict vrow = v + i * r;
-                for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
+                ROW_ADD(rows_v2d, 2, orow, vrow, r);
             }
         } else if (ok) {
             float *o = (float *)ob.buf;
@@ -1656,7 +1796,7 @@ static PyObject *rows_add(PyObject *self, PyObject *const *a, Py_ssize_t na) {
                 long long row = *(const long long *)(rp + i * st);
                 float *restrict orow = o + (row < 0 ? row + nrow : row) * r;
                 const float *restrict vrow = v + i * r;
-                for (Py_ssize_t j = 0; j < r; j++) orow[j] += vrow[j];
+                ROW_ADD(rows_v4f, 4, orow, vrow, r);
             }
         }
     }
@@ -1675,7 +1815,7 @@ static PyObject *index_below(PyObject *self, PyObject *const *a, Py_ssize_t na) 
         return NULL;
     }
     Py_buffer b;
-    if (PyObject_GetBuffer(a[0], &b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+    if (!fields_buffer(a[0], &b, 0, 0) && PyObject_GetBuffer(a[0], &b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
@@ -1725,6 +1865,47 @@ static PyObject *index_below(PyObject *self, PyObject *const *a, Py_ssize_t na) 
     }
     PyBuffer_Release(&b);
     return PyBool_FromLong(ok);
+}
+
+/* gather_check(input, dim, index, src): surface/indexing.py _check_gather_like's first branch
+   -- an exact Tensor index of int64/int32 entries, of input's rank, within input's sizes off
+   dim and src's sizes (a Tensor src of that rank), every entry in [0, input.shape[dim]) --
+   returns dim wrapped; NotImplemented for anything else (the Python checks decide then). */
+static PyObject *f_gather_check(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (!surface_ok || na != 4 || Py_TYPE(a[2]) != TensorType || !PyLong_CheckExact(a[1])) NOT_IMPL();
+    PyObject *xd = plain_data(a[0]), *ia = SLOT(a[2], t_data);
+    if (xd == NULL || Py_TYPE(ia) != ArrayType) NOT_IMPL();
+    Py_ssize_t dim;
+    int r = small_int(a[1], &dim);
+    if (r < 0) return NULL;
+    int nd = ARR(xd)->nd;
+    if (r || nd == 0 || ARR(ia)->nd != nd || dim < -nd || dim >= nd ||
+        ((np_descr_head *)ARR(ia)->descr)->kind != 'i')
+        NOT_IMPL();
+    if (dim < 0) dim += nd;
+    PyObject *sd = plain_data(a[3]);
+    if (sd != NULL && ARR(sd)->nd != nd) sd = NULL;
+    if (sd == NULL && PyObject_TypeCheck(a[3], TensorType) && Py_TYPE(SLOT(a[3], t_data)) != ArrayType)
+        NOT_IMPL();   /* (a src of another array type: the Python code reads its shape) */
+    Py_ssize_t size = 1;
+    for (int k = 0; k < nd; k++) {
+        Py_ssize_t ik = ARR(ia)->dimensions[k];
+        if ((k != dim && ik > ARR(xd)->dimensions[k]) || (sd != NULL && ik > ARR(sd)->dimensions[k]))
+            NOT_IMPL();
+        size *= ik;
+    }
+    if (size) {
+        PyObject *n = PyLong_FromSsize_t(ARR(xd)->dimensions[dim]);
+        if (n == NULL) return NULL;
+        PyObject *ba[2] = {ia, n};
+        PyObject *below = index_below(NULL, ba, 2);
+        Py_DECREF(n);
+        if (below == NULL) return NULL;
+        int yes = below == Py_True;
+        Py_DECREF(below);
+        if (!yes) NOT_IMPL();
+    }
+    return PyLong_FromSsize_t(dim);
 }
 
 /* NumPy's pairwise summation of n contiguous values (loops_utils.h: sequential below 8, eight
@@ -1833,72 +2014,13 @@ static PyObject *fields_direct(PyObject *self, PyObject *unused) {
    NotImplemented where the call is not the common case (nothing has run then), and the caller
    goes on with its Python code, which raises PyTorch's errors. */
 
-static PyObject *ReshapeP = NULL, *ExpandP = NULL, *CatP = NULL, *StackP = NULL, *SplitP = NULL;
-static PyObject *s_dim, *s_sizes;
-static int surface_ok = 0;   /* set by surface_setup: the primitives and the flags probe */
 
-#define NP_C_CONTIGUOUS 0x0001
-#define NP_WRITEABLE 0x0400
-#define NP_WARN_ON_WRITE ((int)(1u << 31))
-
-/* a Tensor whose data is an exact ndarray (borrowed data), else NULL */
-static inline PyObject *plain_data(PyObject *x) {
-    if (!PyObject_TypeCheck(x, TensorType)) return NULL;
-    PyObject *d = SLOT(x, t_data);
-    return Py_TYPE(d) == ArrayType ? d : NULL;
-}
-
-/* bind(prim, args, {key: value}) for args a new tuple (stolen) */
-static PyObject *bind_params1(PyObject *prim, PyObject *args, PyObject *key, PyObject *value) {
-    if (args == NULL) return NULL;
-    PyObject *params = PyDict_New();
-    if (params == NULL || PyDict_SetItem(params, key, value) < 0) {
-        Py_XDECREF(params);
-        Py_DECREF(args);
-        return NULL;
-    }
-    PyObject *fa[3] = {prim, args, params};
-    PyObject *r = bind(NULL, fa, 3);
-    Py_DECREF(params);
-    Py_DECREF(args);
-    return r;
-}
-
-/* a tuple of n Py_ssize_t values, new reference */
-static PyObject *int_tuple(const Py_ssize_t *v, Py_ssize_t n) {
-    PyObject *t = PyTuple_New(n);
-    if (t == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyLong_FromSsize_t(v[i]);
-        if (o == NULL) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, o);
-    }
-    return t;
-}
-
-/* an exact int in [lo, hi) wrapped to [0, hi - lo)... : returns 0 and sets *out, 1 when not such
-   an int (NotImplemented for the caller), -1 on error */
-static int small_int(PyObject *o, Py_ssize_t *out) {
-    if (!PyLong_CheckExact(o)) return 1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) return 1;
-    if (v == -1 && PyErr_Occurred()) return -1;
-    *out = (Py_ssize_t)v;
-    return 0;
-}
-
-#define NOT_IMPL() Py_RETURN_NOTIMPLEMENTED
-#define SURFACE_MAX_DIMS 64
-
-/* surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed): the
-   primitives the fast surfaces bind; probe a C-contiguous writeable array, transposed a
-   non-contiguous view of it (the flags bits are checked against NumPy's attributes) */
+/* surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed, float32,
+   float64, int64): the primitives the fast surfaces bind; probe a C-contiguous writeable
+   float32 array, transposed a non-contiguous view of it (the flags bits are checked against
+   them); NumPy's canonical dtypes of those names (fields_buffer) */
 static PyObject *surface_setup(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 7 || !layout_ok || TensorType == NULL) {
+    if (na != 10 || !layout_ok || TensorType == NULL) {
         surface_ok = 0;
         Py_RETURN_FALSE;
     }
@@ -1908,12 +2030,16 @@ static PyObject *surface_setup(PyObject *self, PyObject *const *a, Py_ssize_t na
     Py_XSETREF(StackP, Py_NewRef(a[3]));
     Py_XSETREF(SplitP, Py_NewRef(a[4]));
     PyObject *p = a[5], *tr = a[6];
+    Py_XSETREF(DtF32, Py_NewRef(a[7]));
+    Py_XSETREF(DtF64, Py_NewRef(a[8]));
+    Py_XSETREF(DtI64, Py_NewRef(a[9]));
     Py_CLEAR(ReshapeImpl);
     Py_CLEAR(ExpandImpl);
     surface_ok = Py_TYPE(p) == ArrayType && Py_TYPE(tr) == ArrayType &&
                  (ARR(p)->flags & NP_C_CONTIGUOUS) && (ARR(p)->flags & NP_WRITEABLE) &&
                  !(ARR(tr)->flags & NP_C_CONTIGUOUS) && ARR(p)->nd == 2 && ARR(p)->nd == ARR(tr)->nd &&
-                 ARR(tr)->strides[0] == ARR(p)->strides[1] && ARR(tr)->strides[1] == ARR(p)->strides[0];
+                 ARR(tr)->strides[0] == ARR(p)->strides[1] && ARR(tr)->strides[1] == ARR(p)->strides[0] &&
+                 ARR(p)->descr == DtF32;   /* (the probe is float32) */
     if (surface_ok) {
         /* the forwards as defined now: bind runs their bodies directly while they stay set */
         if ((ReshapeImpl = PyObject_GetAttrString(ReshapeP, "impl")) == NULL ||
@@ -2214,7 +2340,9 @@ static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(prim, args, params={}): the eager dispatch fast path."},
     {"surface_setup", (PyCFunction)(void (*)(void))surface_setup, METH_FASTCALL,
-     "surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed)."},
+     "surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, transposed, f32, f64, i64)."},
+    {"gather_check", (PyCFunction)(void (*)(void))f_gather_check, METH_FASTCALL,
+     "gather_check(input, dim, index, src): _check_gather_like's common case (NotImplemented: not done)."},
     {"unsqueeze", (PyCFunction)(void (*)(void))f_unsqueeze, METH_FASTCALL,
      "unsqueeze(x, dim): the common case of dg.unsqueeze (NotImplemented: not done)."},
     {"view", (PyCFunction)(void (*)(void))f_view, METH_FASTCALL,

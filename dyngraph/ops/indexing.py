@@ -285,11 +285,14 @@ def _rows_add_at(out, rows, vals):
 
 @primitive("scatter_add", save_inputs=True, nondiff_argnums=(1,), light=(0, 2))
 def scatter_add_p(x, index, src, dim=0):
+    out = x.copy()
     if dim == 0 and index.ndim == x.ndim and hasattr(src, "ndim") and src.ndim:
-        out = x.copy()
+        if _LOOPS is not None and type(out) is np.ndarray and _LOOPS.rows_add(out, index, src):
+            # the accelerator's loop straight on the call's arrays (1-D, or an expanded row
+            # index of src's shape): what _rows_add_at below does, without its Python steps
+            return out
         if _rows_add_at(out, index, _src_block(src, index)):
             return out
-    out = x.copy()
     o1, i1 = _as1d(out, index)
     try:
         np.add.at(o1, _along(i1, dim), _src_block(src, i1) if hasattr(src, "ndim") and src.ndim else src)

@@ -272,6 +272,10 @@ def index_put_(self, indices, values, accumulate: bool = False):
     return _assign(self, spec, tensors, values, bool(accumulate), "index_put_")
 
 
+# _speedups.gather_check (set up with the fast surfaces of surface/shape.py), or None
+_GATHER_CHECK = getattr(_LOOPS, "gather_check", None)
+
+
 def _all_below(ia, n) -> bool:
     """Whether every entry of the integer array ``ia`` is in ``[0, n)``, in one reduction: seen
     as unsigned, a negative entry is above any ``n`` (False means: look closer)."""
@@ -285,6 +289,11 @@ def _all_below(ia, n) -> bool:
 
 
 def _check_gather_like(op, input, dim, index, src=None):
+    if _GATHER_CHECK is not None:
+        # the accelerator's copy of the first branch below (NotImplemented: not that case)
+        d = _GATHER_CHECK(input, dim, index, src)
+        if d is not NotImplemented:
+            return index, d
     if type(index) is Tensor and type(dim) is int:
         # the usual call (an integer index of the input's rank, within its sizes and the
         # source's, every entry in range): what the checks below accept, in one pass
@@ -642,7 +651,7 @@ def one_hot(tensor, num_classes: int = -1):
 
 def _inplace(fn, name):
     def method(self, *args, **kwargs):
-        return apply_inplace(self, lambda s: fn(s, *args, **kwargs), name)
+        return apply_inplace(self, fn, name, args, kwargs)
 
     method.__name__ = name
     method.__doc__ = f"In-place form of ``{fn.__name__}`` (autograd-aware, bumps the version counter)."

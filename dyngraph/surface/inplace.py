@@ -42,27 +42,35 @@ def _notify(t: Tensor, value) -> None:
     note_inplace(t, value)
 
 
-def apply_inplace(self: Tensor, compute, op: str) -> Tensor:
-    """Run ``compute(self)`` out of place and store the result in ``self``."""
+def apply_inplace(self: Tensor, compute, op: str, args: tuple = (), kwargs: dict | None = None) -> Tensor:
+    """Run ``compute(self, *args, **kwargs)`` out of place and store the result in ``self``.
+
+    >>> x = dg.zeros(3)
+    >>> apply_inplace(x, lambda s: s + 1.0, "add_") is x, x.tolist()
+    (True, [1.0, 1.0, 1.0])
+    """
     state = STATE
-    _check_target(self, op)
+    if self._rg and self._fn is None:   # (_check_target's first test, without its call)
+        _check_target(self, op)
     old_fn, old_nr = self._fn, self._nr
-    res = compute(self)
+    res = compute(self, *args, **kwargs) if kwargs else compute(self, *args)
     on_view = res._rg and self._base is not None and state.grad_enabled
     node = res._fn
     if node is not None:
-        saved = node.saved
-        if saved is not None and FREED is not saved:
-            for a in saved:   # (a loop: no generator frame; ``in`` would compare with ==)
-                if a is self:
-                    # The rule of this op reads the value being overwritten: keep a copy for it.
-                    stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
-                    node.saved_data = [stand_in._data if a is self else d
-                                       for a, d in zip(saved, node.saved_data)]
-                    node.saved_versions = [0 if a is self else v
-                                           for a, v in zip(saved, node.saved_versions)]
-                    node.saved = tuple(stand_in if a is self else a for a in saved)
-                    break
+        sn = node._sn
+        # Does the node keep ``self`` among its saved arguments (node.saved, read from its
+        # slots without building the tuple; ``in`` would compare with ==)?
+        if sn is not None and sn is not FREED and (
+                node._s0 is self or node._s1 is self or node._s2 is self
+                or (node._sx is not None and any(a is self for a in node._sx))):
+            saved = node.saved
+            # The rule of this op reads the value being overwritten: keep a copy for it.
+            stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
+            node.saved_data = [stand_in._data if a is self else d
+                               for a, d in zip(saved, node.saved_data)]
+            node.saved_versions = [0 if a is self else v
+                                   for a, v in zip(saved, node.saved_versions)]
+            node.saved = tuple(stand_in if a is self else a for a in saved)
     if on_view:
         res = _rebase_view(self, res, op)
     data, value = self._data, res._data

@@ -67,6 +67,11 @@ def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
     >>> dg.softmax(dg.tensor([1.0, 1.0]), dim=0)
     tensor([0.5000, 0.5000])
     """
+    if type(dim) is int and dtype is None and type(input) is Tensor:
+        # the usual call (a Tensor, an int dim in range, no dtype): _softmax_args' result inline
+        nd = input._data.ndim
+        if nd and -nd <= dim < nd:
+            return bind(softmax_p, (input,), {"dim": dim + nd if dim < 0 else dim})
     input, d = _softmax_args(input, dim, dtype, "softmax")
     if input._data.ndim == 0:
         return bind(softmax_p, (reshape_p(input, shape=(1,)),), {"dim": 0}).reshape(())

@@ -60,7 +60,8 @@ def _fast_surfaces():
     if _LOOPS is None or not hasattr(_LOOPS, "surface_setup"):
         return None
     probe = np.zeros((2, 3), np.float32)
-    if not _LOOPS.surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, probe.T):
+    if not _LOOPS.surface_setup(reshape_p, expand_p, cat_p, stack_p, split_p, probe, probe.T,
+                                np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)):
         return None
     return _LOOPS
 
