@@ -36,7 +36,7 @@
 /* The row loops are compiled twice on x86-64 Linux with GCC (AVX2 and baseline SSE2) and
  * the loader picks one at run time: 8 floats or 4 doubles per vector instead of 4 or 2. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define KCLONES __attribute__((target_clones("avx2", "default")))
+#define KCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KCLONES
 #endif
@@ -1549,6 +1549,165 @@ done:
 
 
 
+/* ==== gemm(a, b, out): 2-D products through an optional CBLAS library (ops/_gemm.py) ==== */
+
+/* NumPy's bundled OpenBLAS runs skinny float32 products -- a few rows against a transposed
+ * weight, x @ W.T, the shape of every batch-of-a-few `linear` -- at half the speed of Intel
+ * MKL on AVX-512 machines (ops/_gemm.py has the figures).  When a CBLAS library is named
+ * (blas_load: a path to libmkl_rt, found by ops/_gemm.py), gemm() hands it the product,
+ * reading each operand in its own layout: a C-contiguous matrix is passed as it is, an
+ * F-contiguous one (a transposed view) with the transpose flag, so x @ W.T never copies W.
+ * Any other layout returns False and the caller uses NumPy.  The library is opened
+ * RTLD_LOCAL: its symbols do not replace those of another BLAS in the process (NumPy's,
+ * or the MKL inside PyTorch). */
+#include <dlfcn.h>
+
+typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int, const float *,
+                        int, float, float *, int);
+typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *,
+                        int, double, double *, int);
+static void *blas_handle;
+static sgemm_t blas_sgemm;
+static dgemm_t blas_dgemm;
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+/* blas_load(path, threading_layer): open the CBLAS library at path and take its cblas_sgemm and
+ * cblas_dgemm.  threading_layer >= 0 is passed to MKL_Set_Threading_Layer first when the
+ * library has it (1: sequential).  Raises OSError naming the path and the loader's message. */
+static PyObject *py_blas_load(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("blas_load", nargs, 2, "path, threading_layer") < 0)
+        return NULL;
+    const char *path = PyUnicode_AsUTF8(args[0]);
+    if (path == NULL)
+        return NULL;
+    long layer = PyLong_AsLong(args[1]);
+    if (layer == -1 && PyErr_Occurred())
+        return NULL;
+    if (blas_handle != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "blas_load: a BLAS library is already loaded");
+        return NULL;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *msg = dlerror();
+        PyErr_Format(PyExc_OSError, "blas_load: cannot open '%s': %s", path, msg ? msg : "unknown error");
+        return NULL;
+    }
+    sgemm_t s = (sgemm_t)dlsym(h, "cblas_sgemm");
+    dgemm_t d = (dgemm_t)dlsym(h, "cblas_dgemm");
+    if (s == NULL || d == NULL) {
+        dlclose(h);
+        PyErr_Format(PyExc_OSError, "blas_load: '%s' has no cblas_sgemm / cblas_dgemm", path);
+        return NULL;
+    }
+    int (*set_layer)(int) = (int (*)(int))dlsym(h, "MKL_Set_Threading_Layer");
+    if (set_layer != NULL && layer >= 0)
+        set_layer((int)layer);
+    blas_handle = h;
+    blas_sgemm = s;
+    blas_dgemm = d;
+    Py_RETURN_NONE;
+}
+
+/* How to pass a 2-D operand of r x c elements: 0 not passable, else the CBLAS transpose flag
+ * with *ld its leading dimension.  Dimensions of size 1 may carry any stride. */
+static int gemm_layout(const Py_buffer *v, Py_ssize_t r, Py_ssize_t c, int *ld)
+{
+    Py_ssize_t isz = v->itemsize, s0 = v->strides[0], s1 = v->strides[1];
+    if (s0 % isz || s1 % isz)
+        return 0;
+    s0 /= isz;
+    s1 /= isz;
+    if ((s1 == 1 || c == 1) && (r == 1 || (s0 >= c && s0 > 0)) && s0 <= INT32_MAX) {
+        *ld = (int)(r == 1 ? (c > 0 ? c : 1) : s0);
+        return CBLAS_NO_TRANS;
+    }
+    if ((s0 == 1 || r == 1) && (c == 1 || (s1 >= r && s1 > 0)) && s1 <= INT32_MAX) {
+        *ld = (int)(c == 1 ? (r > 0 ? r : 1) : s1);
+        return CBLAS_TRANS;
+    }
+    return 0;
+}
+
+/* gemm(a, b, out) -> bool: out <- a @ b for a (M, K), b (K, N), out (M, N) C-contiguous and
+ * writable, all float32 or all float64.  False, writing nothing, when no library is loaded,
+ * an operand's layout cannot be passed as it is (see gemm_layout), a size is 0 or does not
+ * fit CBLAS's int, or the dtypes are other; TypeError / ValueError for malformed calls. */
+static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("gemm", nargs, 3, "a, b, out") < 0)
+        return NULL;
+    if (blas_handle == NULL)
+        Py_RETURN_FALSE;
+    Py_buffer va, vb, vo;
+    int held = 0;
+    PyObject *res = NULL;
+    if (PyObject_GetBuffer(args[0], &va, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
+        goto bad;
+    held = 1;
+    if (PyObject_GetBuffer(args[1], &vb, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
+        goto bad;
+    held = 2;
+    if (PyObject_GetBuffer(args[2], &vo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
+        goto bad;
+    held = 3;
+    if (va.ndim != 2 || vb.ndim != 2 || vo.ndim != 2) {
+        PyErr_SetString(PyExc_ValueError, "gemm: a, b and out must be 2-D");
+        goto done;
+    }
+    int f32 = va.itemsize == 4 && is_fmt(va.format, 'f');
+    int f64 = va.itemsize == 8 && is_fmt(va.format, 'd');
+    char want = f32 ? 'f' : 'd';
+    if (!(f32 || f64) || vb.itemsize != va.itemsize || vo.itemsize != va.itemsize
+        || !is_fmt(vb.format, want) || !is_fmt(vo.format, want)) {
+        res = Py_NewRef(Py_False);
+        goto done;
+    }
+    Py_ssize_t M = va.shape[0], K = va.shape[1], N = vb.shape[1];
+    if (vb.shape[0] != K || vo.shape[0] != M || vo.shape[1] != N) {
+        PyErr_Format(PyExc_ValueError, "gemm: shapes (%zd, %zd) @ (%zd, %zd) -> (%zd, %zd) do not match",
+                     M, K, vb.shape[0], N, vo.shape[0], vo.shape[1]);
+        goto done;
+    }
+    int lda, ldb;
+    int ta = gemm_layout(&va, M, K, &lda), tb = gemm_layout(&vb, K, N, &ldb);
+    if (!ta || !tb || M <= 0 || N <= 0 || K <= 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX
+        || ((uintptr_t)va.buf | (uintptr_t)vb.buf | (uintptr_t)vo.buf) % (uintptr_t)va.itemsize) {
+        res = Py_NewRef(Py_False);
+        goto done;
+    }
+    {
+        /* release the GIL for products worth it (~0.1 us against a ~1 us product) */
+        PyThreadState *ts = (double)M * N * K >= 65536.0 ? PyEval_SaveThread() : NULL;
+        if (f32)
+            blas_sgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)va.buf,
+                       lda, (const float *)vb.buf, ldb, 0.0f, (float *)vo.buf, (int)N);
+        else
+            blas_dgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)va.buf,
+                       lda, (const double *)vb.buf, ldb, 0.0, (double *)vo.buf, (int)N);
+        if (ts)
+            PyEval_RestoreThread(ts);
+    }
+    res = Py_NewRef(Py_True);
+    goto done;
+bad:   /* NumPy says BufferError, ValueError or TypeError; say which argument and what it needs */
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError, held < 2 ? "gemm: a and b must be arrays"
+                                              : "gemm: out must be a writable, C-contiguous array");
+done:
+    if (held >= 3)
+        PyBuffer_Release(&vo);
+    if (held >= 2)
+        PyBuffer_Release(&vb);
+    if (held >= 1)
+        PyBuffer_Release(&va);
+    return res;
+}
+
+/* ==== end of gemm ==== */
+
 /* ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1621,6 +1780,12 @@ static PyMethodDef methods[] = {
     {"sigmoid", (PyCFunction)(void (*)(void))py_sigmoid, METH_FASTCALL,
      "sigmoid(x, out) -> bool: out <- sigmoid of x by unary's loop, for C-contiguous x of any\n"
      "shape (False, nothing written, where x is not C-contiguous)."},
+    {"blas_load", (PyCFunction)(void (*)(void))py_blas_load, METH_FASTCALL,
+     "blas_load(path, threading_layer): open a CBLAS library (Intel MKL's libmkl_rt) for gemm()\n"
+     "(threading_layer >= 0: passed to MKL_Set_Threading_Layer first; 1 is sequential)."},
+    {"gemm", (PyCFunction)(void (*)(void))py_gemm, METH_FASTCALL,
+     "gemm(a, b, out) -> bool: out <- a @ b through the library blas_load opened, for 2-D\n"
+     "float32/float64 operands in C or F order; False (nothing written) otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

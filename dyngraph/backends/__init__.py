@@ -19,6 +19,7 @@ import os
 
 from ..backend import device
 from ..backend import device as _device
+from ..ops import _gemm
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision
 
 __all__ = ["cudnn", "cuda", "mps", "mkldnn", "mkl", "openmp", "speedups", "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
@@ -37,6 +38,8 @@ def set_num_threads(num: int) -> None:
     if num < 1:
         raise ValueError(f"set_num_threads: expected a positive number of threads, got {num}")
     _num_threads = num
+    # one thread: products may take MKL's sequential kernels (ops/_gemm.py), more: NumPy's BLAS
+    _gemm.set_single_thread(num == 1)
     try:
         from threadpoolctl import threadpool_limits  # noqa: PLC0415  (threadpoolctl: optional; without it the count is only recorded)
     except ImportError:  # recorded only; OMP_NUM_THREADS still applies

@@ -9,6 +9,8 @@ import numpy as np
 from .._core.state import STATE
 from ..errors import LinAlgError
 from ..tensor import Tensor
+from ._gemm import MIN_ROWS as _GEMM_ROWS
+from ._gemm import matmul2d
 from .registry import primitive
 from .structural import expand_p, reshape_p, sum_to_shape_p
 
@@ -64,8 +66,12 @@ def mm_rule(a, b):
     (3, 2)
     """
     if type(a) is np.ndarray and type(b) is np.ndarray:
-        if a.ndim == 2 and a.shape[1] == 1 and b.ndim == 2:
-            return a * b
+        if a.ndim == 2 and b.ndim == 2:
+            # K == 1: a multiply; from 3 rows up MKL where it is installed (ops/_gemm.py)
+            if a.shape[1] == 1:
+                return a * b
+            if a.shape[0] >= _GEMM_ROWS:
+                return matmul2d(a, b)
         return a @ b
     return matmul_p(a, b)
 
@@ -78,6 +84,8 @@ def matmul_p(x, y):
             f"{_cname(y.dtype)} (shapes {list(x.shape)} and {list(y.shape)}); convert one "
             "operand with .to(other.dtype)")
     try:
+        if x.ndim == 2 and y.ndim == 2 and x.shape[0] >= _GEMM_ROWS:
+            return matmul2d(x, y)   # MKL where it is installed (ops/_gemm.py)
         return np.matmul(x, y)
     except ValueError:
         _check_matmul(x, y)

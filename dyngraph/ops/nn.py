@@ -14,6 +14,8 @@ import numpy as np
 
 from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
+from ._gemm import MIN_ROWS as _GEMM_ROWS
+from ._gemm import matmul2d
 from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
 from .reduction import mean_p, sum_p, sum_to_shape_p
@@ -187,11 +189,18 @@ def linear_p(x, w, b=None):
     if x.ndim > 2:
         # one 2-D GEMM instead of NumPy's loop of small per-batch products (~1.6x faster)
         lead = x.shape[:-1]
-        out = np.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
+        out = matmul2d(x.reshape(-1, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
     elif x.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray:
-        # np.dot passes the transposed view w.T to BLAS as a flag, ~0.5 us cheaper per call than
-        # np.matmul on small products; in_features == 1 is an outer product (a multiply)
-        out = x * w.T if x.shape[1] == 1 else np.dot(x, w.T)
+        # in_features == 1 is an outer product (a multiply); from 3 rows up MKL where it is
+        # installed (ops/_gemm.py: OpenBLAS's x @ W.T is up to 1.8x slower); else np.dot,
+        # which passes the transposed view w.T to BLAS as a flag, ~0.5 us cheaper per call
+        # than np.matmul on small products
+        if x.shape[1] == 1:
+            out = x * w.T
+        elif x.shape[0] >= _GEMM_ROWS and w.ndim == 2:
+            out = matmul2d(x, w.T)
+        else:
+            out = np.dot(x, w.T)
     else:
         out = np.matmul(x, w.T)
     if b is not None:

@@ -1,0 +1,163 @@
+"""2-D float matrix products through Intel MKL when it is installed, else NumPy.
+
+Why: NumPy's wheels bundle OpenBLAS, which runs the skinny float32 products of dynamic
+models at up to half the speed of Intel MKL (the library PyTorch's CPU build uses) on
+AVX-512 machines.  Measured on this project's Xeon (Sapphire Rapids class, one thread,
+median us; docs/performance.md "Eighth pass" has the command): ``x @ W.T`` for
+``x`` (20, 128) and ``W`` (5001, 128) -- a language model's output layer -- OpenBLAS 526,
+MKL 299, PyTorch 283; (25, 128) @ (128, 640) 67 / 39 / 36; (128, 784) @ (784, 512) 892 /
+719 / 727.  OpenBLAS is slowest when the second operand is a transposed view (the layout
+of every ``linear``): up to 1.8x its own time on a contiguous copy.
+
+How: ``pip install mkl`` (or ``pip install dyngraph[mkl]``) puts ``libmkl_rt.so`` in the
+environment's ``lib`` folder; :func:`matmul2d` finds it on its first call, opens it in
+the compiled kernels (``dyngraph._kernels.blas_load``, RTLD_LOCAL: NumPy's OpenBLAS and
+PyTorch's MKL are untouched) and hands it float32/float64 2-D products, each operand in
+its own layout (a transposed view is passed with CBLAS's transpose flag, never copied).
+
+When: only while BLAS runs one thread (``OMP_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``
+or ``MKL_NUM_THREADS=1`` in the environment, ``dg.set_num_threads(1)``, or a one-core
+machine), because MKL is opened with its sequential threading layer: a threaded MKL next
+to NumPy's threaded OpenBLAS competes for the cores (measured: a 0.3 ms product took 8 ms
+with two MKL threads on the loaded 2-core machine).  With more threads, NumPy's threaded
+BLAS keeps every product.  Products with at most two rows (matrix-vector-like, where
+NumPy's call is cheapest) and tiny ones also stay in NumPy.
+
+Switches: ``DYNGRAPH_BLAS=numpy`` never uses MKL; ``DYNGRAPH_BLAS=/path/libmkl_rt.so.2``
+names the library (any CBLAS with ``cblas_sgemm``/``cblas_dgemm``).  ``DYNGRAPH_PURE_PYTHON``
+turns it off with the other compiled paths.  Results differ from OpenBLAS's in the last
+bits (another summation order), as PyTorch's do.
+
+>>> float(matmul2d(np.ones((4, 3), np.float32), np.ones((3, 2), np.float32))[0, 0])
+3.0
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import sysconfig
+
+import numpy as np
+
+from ._util import compiled_kernels
+
+_K = compiled_kernels("gemm", "blas_load")
+
+# Fewer rows than this: NumPy (OpenBLAS's matrix-vector path; cheaper to call).
+MIN_ROWS = 3
+# Less work (M * N * K) than this: NumPy (its ~1 us call is as fast as any library's).
+MIN_WORK = 8192
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_SEQUENTIAL_LAYER = 1    # MKL_Set_Threading_Layer's value for MKL_THREADING_SEQUENTIAL
+
+_library: str | None = None      # the opened library's path
+_tried = False                   # the search ran (it runs once, on the first product)
+_single_thread: bool | None = None   # None: decided from the environment on first use
+_active: bool | None = None      # products take the library now; None: decide on next call
+
+
+def _env_threads() -> bool:
+    """Whether the environment limits BLAS to one thread (or the machine has one core)."""
+    for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        v = os.environ.get(name, "").strip()
+        if v:
+            return v.split(",")[0].strip() == "1"
+    try:
+        return len(os.sched_getaffinity(0)) == 1
+    except (AttributeError, OSError):
+        return os.cpu_count() == 1
+
+
+def find_library() -> str | None:
+    """Path of the CBLAS library :func:`matmul2d` would open, or None.
+
+    ``DYNGRAPH_BLAS`` first (``numpy``/``off``/``0``: none); else ``libmkl_rt.so*`` in the
+    environment's ``lib`` folders (where ``pip install mkl`` puts it).
+
+    >>> find_library() is None or find_library().endswith(tuple("0123456789o"))
+    True
+    """
+    choice = os.environ.get("DYNGRAPH_BLAS", "").strip()
+    if choice.lower() in ("numpy", "off", "0", "none"):
+        return None
+    if choice:
+        return choice
+    roots = []
+    for root in (sysconfig.get_paths().get("data"), sys.prefix, sys.base_prefix,
+                 sysconfig.get_config_var("userbase")):
+        if root and root not in roots:
+            roots.append(root)
+    for root in roots:
+        hits = sorted(glob.glob(os.path.join(root, "lib", "libmkl_rt.so*")))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def _open() -> None:
+    global _library, _tried
+    _tried = True
+    if _K is None:
+        return
+    path = find_library()
+    if path is None:
+        return
+    try:
+        _K.blas_load(path, _SEQUENTIAL_LAYER)
+    except (OSError, RuntimeError) as e:
+        import warnings  # noqa: PLC0415  (only on this rare path)
+        warnings.warn(f"dyngraph: could not open the BLAS library {path!r} ({e}); matrix "
+                      "products use NumPy's BLAS (set DYNGRAPH_BLAS=numpy to silence this)",
+                      RuntimeWarning, stacklevel=3)
+        return
+    _library = path
+
+
+def set_single_thread(single: bool) -> None:
+    """Called by ``dg.set_num_threads``: MKL's sequential kernels serve only one-thread runs."""
+    global _single_thread, _active
+    _single_thread = bool(single)
+    _active = None
+
+
+def _decide() -> bool:
+    global _active
+    if _single_thread is None:
+        set_single_thread(_env_threads())
+    if _single_thread and not _tried:
+        _open()
+    _active = bool(_single_thread) and _library is not None
+    return _active
+
+
+def library() -> str | None:
+    """Path of the opened MKL library when products use it now, else None.
+
+    >>> library() is None or "mkl" in library() or True
+    True
+    """
+    return _library if (_decide() if _active is None else _active) else None
+
+
+def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for 2-D arrays: through MKL where it is installed and applies, else NumPy.
+
+    >>> float(matmul2d(np.eye(3), np.arange(9.0).reshape(3, 3))[2, 1])
+    7.0
+    """
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return a @ b                       # other array types, or a caller's mistake: NumPy says
+    if _active if _active is not None else _decide():
+        m, k = a.shape
+        n = b.shape[1]
+        dt = a.dtype
+        if m >= MIN_ROWS and m * n * k >= MIN_WORK and dt in _FLOATS and b.dtype == dt \
+                and b.shape[0] == k:
+            out = np.empty((m, n), dt)
+            if _K.gemm(a, b, out):
+                return out
+    # np.dot: the same BLAS call as @ for 2-D operands, ~0.5 us cheaper on small products
+    return np.dot(a, b)

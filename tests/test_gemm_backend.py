@@ -1,0 +1,235 @@
+"""The optional MKL products (dyngraph/ops/_gemm.py, ``gemm``/``blas_load`` in _kernels.c).
+
+The library tests run where ``pip install mkl`` (``make test`` does it) put ``libmkl_rt`` in
+the environment, or ``DYNGRAPH_BLAS`` names a CBLAS library; elsewhere they skip, and the
+fallback tests still run.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import dyngraph as dg
+from dyngraph.ops import _gemm
+
+K = _gemm._K
+LIB = _gemm.find_library() if os.environ.get("DYNGRAPH_BLAS", "").lower() != "numpy" else None
+needs_kernels = pytest.mark.skipif(K is None, reason="dyngraph._kernels not built (or pure-Python run)")
+needs_lib = pytest.mark.skipif(K is None or LIB is None,
+                               reason="no CBLAS library (pip install mkl) in this environment")
+
+
+@pytest.fixture
+def single_thread():
+    """Products as in a one-thread run (the only runs that use MKL), restored afterwards."""
+    before = _gemm._single_thread
+    _gemm.set_single_thread(True)
+    yield
+    _gemm._single_thread, _gemm._active = before, None
+
+
+def _loaded():
+    assert _gemm.library() is not None, "the library was found but did not open"
+
+
+# ---------------------------------------------------------------------------
+# the kernel's argument handling, without a library
+# ---------------------------------------------------------------------------
+
+@needs_kernels
+def test_blas_load_bad_path_names_it():
+    with pytest.raises((OSError, RuntimeError)) as e:
+        K.blas_load("/nonexistent/libnothing.so", 1)
+    assert "/nonexistent/libnothing.so" in str(e.value) or "already loaded" in str(e.value)
+
+
+@needs_kernels
+def test_blas_load_library_without_cblas_is_refused():
+    libc = ctypes.util.find_library("c")
+    if libc is None:
+        pytest.skip("no libc to try")
+    with pytest.raises((OSError, RuntimeError)) as e:
+        K.blas_load(libc, 1)
+    assert "cblas_sgemm" in str(e.value) or "already loaded" in str(e.value)
+
+
+@needs_kernels
+def test_gemm_without_library_returns_false_in_a_fresh_process():
+    code = ("import numpy as np, dyngraph._kernels as k; a = np.ones((4, 4), np.float32); "
+            "o = np.empty((4, 4), np.float32); print(k.gemm(a, a, o))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@needs_kernels
+def test_gemm_rejects_malformed_calls():
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(TypeError):
+        K.gemm(a, a)
+    if _gemm.library() is None and LIB is None:
+        pytest.skip("shape checks run only with a library loaded")
+
+
+def test_find_library_honours_the_switch(monkeypatch):
+    monkeypatch.setenv("DYNGRAPH_BLAS", "numpy")
+    assert _gemm.find_library() is None
+    monkeypatch.setenv("DYNGRAPH_BLAS", "/opt/some/libmkl_rt.so.2")
+    assert _gemm.find_library() == "/opt/some/libmkl_rt.so.2"
+
+
+def test_env_threads(monkeypatch):
+    for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _gemm._env_threads()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")   # OpenBLAS's own variable wins
+    assert not _gemm._env_threads()
+
+
+def test_set_num_threads_switches(single_thread):
+    dg.set_num_threads(2)
+    assert _gemm._single_thread is False
+    assert _gemm.library() is None      # more than one thread: NumPy's BLAS
+    dg.set_num_threads(1)
+    assert _gemm._single_thread is True
+
+
+def test_matmul2d_falls_back_for_other_dtypes_and_shapes(single_thread):
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    assert np.array_equal(_gemm.matmul2d(a, a.T), a @ a.T)
+    v = np.arange(4.0)
+    assert np.array_equal(_gemm.matmul2d(np.ones((3, 4)), v), np.ones((3, 4)) @ v)
+    with pytest.raises(ValueError):
+        _gemm.matmul2d(np.ones((3, 4)), np.ones((5, 6)))
+
+
+# ---------------------------------------------------------------------------
+# with the library
+# ---------------------------------------------------------------------------
+
+def _layouts(x):
+    """The same matrix as C-order, F-order (a transposed view), a padded row stride, and a
+    non-unit column stride (which gemm must refuse: NumPy then computes it)."""
+    yield x
+    yield np.asfortranarray(x)
+    wide = np.zeros((x.shape[0], x.shape[1] + 3), x.dtype)
+    wide[:, :x.shape[1]] = x
+    yield wide[:, :x.shape[1]]
+    twice = np.repeat(x, 2, axis=1)
+    yield twice[:, ::2]
+
+
+@needs_lib
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(3, 50, 60), (20, 128, 501), (7, 1, 9), (5, 33, 1), (1, 40, 40),
+                                 (64, 64, 64)])
+def test_gemm_equals_numpy_in_every_layout(single_thread, dtype, mkn):
+    _loaded()
+    m, k, n = mkn
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for A in _layouts(a):
+        for B in _layouts(b):
+            out = np.empty((m, n), dtype)
+            took = K.gemm(A, B, out)
+            unit = (A.strides[1] == A.itemsize or A.strides[0] == A.itemsize or 1 in A.shape) and \
+                   (B.strides[1] == B.itemsize or B.strides[0] == B.itemsize or 1 in B.shape)
+            if unit:
+                assert took, (A.strides, B.strides)
+                np.testing.assert_allclose(out, want, rtol=tol, atol=tol * k)
+            else:
+                assert not took
+            got = _gemm.matmul2d(A, B)
+            assert got.dtype == np.dtype(dtype) and got.shape == (m, n)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k)
+
+
+@needs_lib
+def test_gemm_refuses_what_it_cannot_pass(single_thread):
+    _loaded()
+    a = np.ones((4, 5), np.float32)
+    out = np.empty((4, 4), np.float32)
+    assert not K.gemm(a, a.T.astype(np.float64), np.empty((4, 4), np.float64))  # mixed dtypes
+    assert not K.gemm(a.astype(np.int32), a.T.astype(np.int32), np.empty((4, 4), np.int32))
+    assert not K.gemm(np.ones((4, 0), np.float32), np.ones((0, 4), np.float32), out)  # K == 0
+    with pytest.raises(ValueError, match="do not match"):
+        K.gemm(a, a, out)
+    with pytest.raises(ValueError, match="2-D"):
+        K.gemm(np.ones(4, np.float32), a, out)
+    with pytest.raises(TypeError, match="out must be a writable, C-contiguous"):
+        K.gemm(a, a.T, np.empty((4, 4), np.float32).T)   # out not C-contiguous
+    ro = np.empty((4, 4), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(TypeError, match="out must be"):
+        K.gemm(a, a.T, ro)
+    with pytest.raises(TypeError, match="a and b must be arrays"):
+        K.gemm([[1.0]], a, out)
+
+
+@needs_lib
+def test_gemm_propagates_nan_and_inf(single_thread):
+    _loaded()
+    a = np.ones((4, 8), np.float32)
+    a[1, 2] = np.nan
+    a[2, 3] = np.inf
+    b = np.ones((8, 16), np.float32)
+    out = _gemm.matmul2d(a, b)
+    assert np.isnan(out[1]).all() and np.isinf(out[2]).all() and (out[0] == 8).all()
+
+
+@needs_lib
+def test_linear_matmul_and_backward_match_torch(single_thread):
+    """The products of linear (forward, both vjps) and matmul through MKL, against PyTorch."""
+    _loaded()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 128))
+    w = rng.standard_normal((501, 128)) * 0.1
+    b = rng.standard_normal(501)
+    y = rng.standard_normal((128, 33))
+    X, W, B, Y = (dg.tensor(a, requires_grad=True) for a in (x, w, b, y))
+    tX, tW, tB, tY = (torch.tensor(a, requires_grad=True) for a in (x, w, b, y))
+    out = dg.nn.functional.linear(X, W, B)
+    tout = torch.nn.functional.linear(tX, tW, tB)
+    z, tz = X @ Y, tX @ tY
+    (out.sin().sum() + z.cos().sum()).backward()
+    (tout.sin().sum() + tz.cos().sum()).backward()
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(z.detach().numpy(), tz.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for a, t in ((X, tX), (W, tW), (B, tB), (Y, tY)):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-11, atol=1e-11)
+
+
+@needs_lib
+def test_float32_linear_layer_matches_torch(single_thread):
+    _loaded()
+    dg.manual_seed(0)
+    lin = dg.nn.Linear(128, 640)
+    tlin = torch.nn.Linear(128, 640)
+    with torch.no_grad():
+        tlin.weight.copy_(torch.from_numpy(lin.weight.detach().numpy()))
+        tlin.bias.copy_(torch.from_numpy(lin.bias.detach().numpy()))
+    x = np.random.default_rng(1).standard_normal((25, 128)).astype(np.float32)
+    X, tX = dg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    lin(X).square().mean().backward()
+    tlin(tX).square().mean().backward()
+    np.testing.assert_allclose(X.grad.numpy(), tX.grad.numpy(), rtol=2e-4, atol=1e-6)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), tlin.weight.grad.numpy(), rtol=2e-4, atol=1e-6)
+
+
+@needs_lib
+def test_library_reported_and_gradcheck(single_thread):
+    _loaded()
+    assert "mkl" in os.path.basename(_gemm.library()).lower() or os.environ.get("DYNGRAPH_BLAS")
+    x = dg.randn(5, 7, dtype=dg.float64, requires_grad=True)
+    w = dg.randn(6, 7, dtype=dg.float64, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a, b: dg.nn.functional.linear(a, b).tanh(), (x, w))
