@@ -383,3 +383,29 @@ def test_hooks_fire_under_autobatch():
     assert log == ["fwd"]
     assert v == pytest.approx(2 * float(m(_x(dg)).sum()), rel=1e-6)
     assert _no_hook_path_is_back()
+
+
+def test_overridden_call_impl_is_called_by_call():
+    def run(lib):
+        log = []
+
+        class Wrapped(lib.nn.Linear):
+            def _call_impl(self, *args, **kwargs):
+                log.append("call_impl")
+                return super()._call_impl(*args, **kwargs) * 2
+
+        class Sub(Wrapped):       # inherits the override
+            pass
+
+        for m in (Wrapped(3, 2), Sub(3, 2)):
+            with lib.no_grad():
+                m.weight.fill_(0.5)
+                m.bias.fill_(0.25)
+            h = m.register_forward_hook(lambda mod, a, out: log.append("hook") or out + 1)
+            log.append(m(_x(lib)))
+            h.remove()
+            log.append(m(_x(lib)))
+        return log
+
+    _same(run(torch), run(dg))
+    assert _no_hook_path_is_back()

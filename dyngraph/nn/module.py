@@ -257,6 +257,14 @@ class Module:
 
     _call_impl = __call__
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # PyTorch's __call__ calls self._call_impl: a subclass that overrides _call_impl (and
+        # not __call__) gets a __call__ that goes through it; every other class keeps the
+        # one-check __call__ above
+        if "_call_impl" in cls.__dict__ and "__call__" not in cls.__dict__:
+            cls.__call__ = _call_through_call_impl
+
     def _call_checked(self, args, kwargs):
         d = self.__dict__
         try:
@@ -963,6 +971,11 @@ def _as_host_array(value):
     if hasattr(value, "__array__") or isinstance(value, (int, float, list)):
         return np.asarray(value)
     return None
+
+
+def _call_through_call_impl(self, *args, **kwargs):
+    """``__call__`` of a subclass that overrides ``_call_impl`` (PyTorch's ``_wrapped_call_impl``)."""
+    return self._call_impl(*args, **kwargs)
 
 
 def _annotate(exc: BaseException, module: Module) -> None:
