@@ -85,6 +85,9 @@ def _add_hook(hooks: OrderedDict, hook, prepend: bool, *extra_dicts) -> Removabl
 _MAYBE_HOOKED: dict = {}
 
 
+_weakref = weakref.ref
+
+
 def _forget(key: int) -> Callable:
     return lambda _ref: _MAYBE_HOOKED.pop(key, None)
 
@@ -212,7 +215,9 @@ class Module:
     def __new__(cls, *args, **kwargs):
         # (object.__new__ takes no arguments: the constructor's go to __init__)
         self = object.__new__(cls)
-        _note(self)  # not initialised until Module.__init__ runs: see _MAYBE_HOOKED
+        # not initialised until Module.__init__ runs: see _MAYBE_HOOKED (_note inlined)
+        key = id(self)
+        _MAYBE_HOOKED[key] = _weakref(self, lambda _ref: _MAYBE_HOOKED.pop(key, None))
         return self
 
     def __init__(self, *args, **kwargs) -> None:
