@@ -26,6 +26,7 @@ from .tensor import Tensor
 
 _new = object.__new__
 _empty = np.empty
+_array = np.array
 _INT64 = np.dtype(np.int64)
 
 __all__ = [
@@ -222,19 +223,27 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     >>> dg.tensor([[1, 2], [3, 4]])          # int64
     >>> dg.tensor(0.5, requires_grad=True)   # 0-d float32 leaf
     """
-    if type(data) is list and data and dtype is None and device is None:
+    if dtype is None and device is None:
         # the common calls of a per-node model -- ``dg.tensor([i])`` of word ids and labels
-        # (1.5 per tree node), ``dg.tensor([[0.5, 1.0]])`` of features: a list of Python ints
-        # and floats, or a list of such lists, skips the general inference (the same dtype:
-        # int64 for ints only, else the default float; bools, NumPy scalars, tensors and
-        # anything else take the general path, as do ragged lists, for its message)
-        if len(data) == 1 and type(data[0]) is int and not requires_grad:
-            # one id: np.empty and an item write (0.13 us) instead of np.array's list walk
-            # (0.21); an int out of int64's range raises OverflowError either way
-            arr = _empty(1, _INT64)
-            arr[0] = data[0]
-        else:
-            arr = _fast_array(data, requires_grad)
+        # (1.5 per tree node), ``dg.tensor([[0.5, 1.0]])`` of features, ``dg.tensor(0.5)``: a
+        # Python int or float, a list of them or a list of such lists skips the general
+        # inference (the same dtype: int64 for ints only, else the default float; bools,
+        # NumPy scalars, tensors and anything else take the general path, as do ragged lists,
+        # for its message, and ints with requires_grad, for its error)
+        tx = type(data)
+        arr = None
+        if tx is list:
+            if len(data) == 1 and type(data[0]) is int and not requires_grad:
+                # one id: np.empty and an item write (0.13 us) instead of np.array's list
+                # walk (0.21); an int out of int64's range raises OverflowError either way
+                arr = _empty(1, _INT64)
+                arr[0] = data[0]
+            elif data:
+                arr = _fast_array(data, requires_grad)
+        elif tx is float:
+            arr = _array(data, _dt.default_float_np())
+        elif tx is int and not requires_grad:
+            arr = _array(data, _INT64)
         if arr is not None:
             # Tensor._make inlined (a leaf; requires_grad only for a float result)
             t = _new(Tensor)

@@ -21,6 +21,7 @@ CASES = [
     [[True, False]], [[1, True]], [1e300], [-0.0], [float("inf"), float("nan")],
     [np.float64(0.5)], [np.int32(3)], [np.float32(1.0), 2], [[np.int64(1), 2]],
     [[[1, 2]], [[3, 4]]], [(1, 2), (3, 4)], [[1, 2], (3, 4)], [range(3)],
+    3, 0, -5, 2**62, 0.5, -0.0, 1e300, float("nan"), True, False, np.float64(0.5), np.int32(3),
 ]
 
 
@@ -45,14 +46,14 @@ def test_dtype_shape_values_as_torch(data):
     _check(data)
 
 
-@pytest.mark.parametrize("data", [[0.5], [1, 2.5], [[1.0, 2.0]], [[1, 2.0], [3, 4]]])
+@pytest.mark.parametrize("data", [[0.5], [1, 2.5], [[1.0, 2.0]], [[1, 2.0], [3, 4]], 0.5])
 def test_requires_grad_of_float_lists(data):
     t = _check(data, requires_grad=True)
     (t * 2).sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), np.full(t.shape, 2.0, np.float32))
 
 
-@pytest.mark.parametrize("data", [[3], [3, 4], [[1, 2]], [True]])
+@pytest.mark.parametrize("data", [[3], [3, 4], [[1, 2]], [True], 3, True])
 def test_integer_lists_cannot_require_grad(data):
     with pytest.raises(RuntimeError):
         torch.tensor(data, requires_grad=True)
@@ -62,7 +63,8 @@ def test_integer_lists_cannot_require_grad(data):
 
 @pytest.mark.parametrize("data,dtype", [([3], "float32"), ([3, 4], "float64"), ([0.5], "float64"),
                                         ([[1, 2]], "int32"), ([1.7], "int64"), ([1], "bool"),
-                                        ([3], "int16"), ([[0.5, 2]], "float16")])
+                                        ([3], "int16"), ([[0.5, 2]], "float16"), (3, "float32"),
+                                        (0.5, "float64"), (2.7, "int32")])
 def test_explicit_dtype(data, dtype):
     tt = torch.tensor(data, dtype=getattr(torch, dtype))
     dt = dg.tensor(data, dtype=getattr(dg, dtype))
@@ -82,9 +84,10 @@ def test_default_dtype_is_followed():
     try:
         dg.set_default_dtype(dg.float64)
         torch.set_default_dtype(torch.float64)
-        for data in ([0.5], [1, 2.5], [[1.0, 2.0]]):
+        for data in ([0.5], [1, 2.5], [[1.0, 2.0]], 0.5):
             _check(data)
         _check([3])
+        _check(3)
     finally:
         dg.set_default_dtype(old)
         torch.set_default_dtype(torch.float32)
@@ -103,7 +106,7 @@ def test_ragged_lists_name_the_shapes(data):
     assert "expected" in str(de.value)
 
 
-@pytest.mark.parametrize("data", [[2**63], [-(2**63) - 1], [1, 2**64], [[2**70]]])
+@pytest.mark.parametrize("data", [[2**63], [-(2**63) - 1], [1, 2**64], [[2**70]], 2**63])
 def test_ints_out_of_int64_range_raise(data):
     # (torch 2.13 raises ValueError "Overflow when unpacking long long"; dyngraph has always
     # raised NumPy's OverflowError, on the general path too)
@@ -118,7 +121,7 @@ def test_ints_out_of_int64_range_raise(data):
 def test_each_call_is_a_fresh_writable_array():
     a, b = dg.tensor([3]), dg.tensor([3])
     assert a._data is not b._data
-    for t in (a, dg.tensor([1, 2]), dg.tensor([[0.5, 1.0]])):
+    for t in (a, dg.tensor([1, 2]), dg.tensor([[0.5, 1.0]]), dg.tensor(3), dg.tensor(0.5)):
         d = t._data
         assert d.flags.c_contiguous and d.flags.writeable and d.flags.owndata
     a[0] = 9
