@@ -150,7 +150,7 @@ def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
     """A forward pre-hook for every module: ``hook(module, args)`` runs before each
     ``forward`` (before the module's own pre-hooks) and may return replacement args.
 
-    >>> h = dg.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)
+    >>> h = dg.nn.module.register_module_forward_pre_hook(lambda m, a: None)
     >>> h.remove()
     """
     return _add_hook(_global_forward_pre_hooks, hook, False)
@@ -163,7 +163,7 @@ def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
     before the module's own forward hooks, and may return a new output; with
     ``always_call`` it also runs when ``forward`` raises.
 
-    >>> h = dg.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    >>> h = dg.nn.module.register_module_forward_hook(lambda m, a, o: None)
     >>> h.remove()
     """
     handle = _add_hook(_global_forward_hooks, hook, False, _global_forward_hooks_with_kwargs,
@@ -179,7 +179,7 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
     """A backward pre-hook for every module: ``hook(module, grad_output)``, before the
     module's own backward pre-hooks; may return replacement ``grad_output``.
 
-    >>> h = dg.nn.modules.module.register_module_full_backward_pre_hook(lambda m, g: None)
+    >>> h = dg.nn.module.register_module_full_backward_pre_hook(lambda m, g: None)
     >>> h.remove()
     """
     return _add_hook(_global_backward_pre_hooks, hook, False)
@@ -189,7 +189,7 @@ def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """A full backward hook for every module: ``hook(module, grad_input, grad_output)``,
     before the module's own backward hooks; may return replacement ``grad_input``.
 
-    >>> h = dg.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
+    >>> h = dg.nn.module.register_module_full_backward_hook(lambda m, gi, go: None)
     >>> h.remove()
     """
     return _add_hook(_global_backward_hooks, hook, False)
