@@ -11,6 +11,7 @@ from ..errors import LinAlgError
 from ..tensor import Tensor
 from ._gemm import MIN_ROWS as _GEMM_ROWS
 from ._gemm import matmul2d
+from ._util import compiled_kernels
 from .registry import primitive
 from .structural import expand_p, reshape_p, sum_to_shape_p
 
@@ -51,6 +52,9 @@ def _fmt(shape):
 
 
 _BLAS_KINDS = frozenset("fc")
+# dyngraph/_kernels.c outer(): mm_rule's K == 1 products (NumPy's broadcasting multiply does
+# not vectorise them: float32 (512, 1) * (1, 128) ~27 us, the kernel ~8 us), or None
+_K_OUTER = compiled_kernels("outer")
 
 
 def mm_rule(a, b):
@@ -59,8 +63,11 @@ def mm_rule(a, b):
     On NumPy arrays (a plain ``backward()``): ``K == 1`` -- an outer product, e.g. the weight
     gradient of a batch-1 ``linear`` -- is a broadcasting multiply, 5-20x faster than NumPy's
     GEMM for ``(128, 1) @ (1, 128)`` and exactly equal to it (one product per element,
-    nothing summed); anything else is the ``@`` operator, the cheapest call for small
-    products.  Otherwise (Tensors under ``create_graph``) ``matmul_p``, which binds.
+    nothing summed), run by ``_kernels.outer`` where it is built (the same values, ~3x
+    NumPy's multiply); from 3 rows up :func:`~dyngraph.ops._gemm.matmul2d` (MKL where it is
+    installed and BLAS runs one thread); anything else is the ``@`` operator, the cheapest
+    call for small products.  Otherwise (Tensors under ``create_graph``) ``matmul_p``,
+    which binds.
 
     >>> mm_rule(np.ones((3, 1)), np.ones((1, 2))).shape
     (3, 2)
@@ -69,6 +76,10 @@ def mm_rule(a, b):
         if a.ndim == 2 and b.ndim == 2:
             # K == 1: a multiply; from 3 rows up MKL where it is installed (ops/_gemm.py)
             if a.shape[1] == 1:
+                if _K_OUTER is not None and a.dtype is b.dtype and b.shape[0] == 1:
+                    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+                    if _K_OUTER.outer(a, b, out):   # the multiply's values, ~3x faster
+                        return out
                 return a * b
             if a.shape[0] >= _GEMM_ROWS:
                 return matmul2d(a, b)
