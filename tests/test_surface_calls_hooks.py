@@ -366,7 +366,9 @@ def test_uninitialised_module_explained_even_after_other_calls():
 def test_module_rebuilt_by_new_and_dict_assignment_works():
     m = dg.nn.Linear(3, 2)
     r = dg.nn.Linear.__new__(dg.nn.Linear)
+    assert id(r) in dmm._MAYBE_HOOKED          # not initialised yet: its call must say so
     r.__dict__ = copy.deepcopy(m.__dict__)
+    assert id(r) not in dmm._MAYBE_HOOKED      # a whole module's __dict__: no checks for it
     np.testing.assert_allclose(_arr(r(_x(dg))), _arr(m(_x(dg))))
     del r
     assert _no_hook_path_is_back()

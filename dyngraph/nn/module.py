@@ -136,6 +136,14 @@ class _HookDict(OrderedDict):
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
 
+
+def _settled(module) -> None:
+    """Take ``module`` out of ``_MAYBE_HOOKED`` once its __dict__ is a whole module's: the
+    dicts of Module.__init__, every hook dict a _HookDict (which reports its own hooks)."""
+    d = module.__dict__
+    if "_parameters" in d and all(type(d.get(n)) is _HookDict for n in _HOOK_DICTS):
+        _MAYBE_HOOKED.pop(id(module), None)
+
 # PyTorch's global module hooks (torch.nn.modules.module.register_module_*_hook): they run
 # for every module call, before the module's own hooks of the same kind
 _global_forward_pre_hooks: _HookDict = _HookDict()
@@ -248,10 +256,25 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        # one check while no module anywhere has hooks (see _MAYBE_HOOKED); the frame of this
-        # function marks a module call for dg.viz.record, so the hooked path runs below it
+        # one check while no module anywhere has hooks (see _MAYBE_HOOKED), else PyTorch's
+        # checks; the frame of this function marks a module call for dg.viz.record, so the
+        # hooked path runs below it
         if _MAYBE_HOOKED:
-            return self._call_checked(args, kwargs)
+            d = self.__dict__
+            try:
+                hooked = d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] \
+                    or d["_backward_pre_hooks"] or _global_forward_pre_hooks \
+                    or _global_forward_hooks or _global_backward_hooks or _global_backward_pre_hooks
+            except KeyError:
+                raise AttributeError(
+                    f"{type(self).__name__} is not initialised: call super().__init__() at the "
+                    "start of its __init__") from None
+            if hooked:
+                try:
+                    return self._call_with_hooks(args, kwargs)
+                except _ANNOTATED as exc:
+                    _annotate(exc, self)
+                    raise
         try:
             if kwargs:
                 return self.forward(*args, **kwargs)
@@ -269,29 +292,6 @@ class Module:
         # one-check __call__ above
         if "_call_impl" in cls.__dict__ and "__call__" not in cls.__dict__:
             cls.__call__ = _call_through_call_impl
-
-    def _call_checked(self, args, kwargs):
-        d = self.__dict__
-        try:
-            hooked = d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] \
-                or d["_backward_pre_hooks"] or _global_forward_pre_hooks \
-                or _global_forward_hooks or _global_backward_hooks or _global_backward_pre_hooks
-        except KeyError:
-            raise AttributeError(
-                f"{type(self).__name__} is not initialised: call super().__init__() at the "
-                "start of its __init__") from None
-        if type(d["_forward_pre_hooks"]) is type(d["_forward_hooks"]) is type(d["_backward_hooks"]) \
-                is type(d["_backward_pre_hooks"]) is _HookDict:
-            # initialised after all (built by __new__ and given a __dict__, as a deepcopy may),
-            # and no hook dict replaced by a mapping that does not report its hooks
-            _MAYBE_HOOKED.pop(id(self), None)
-        try:
-            if hooked:
-                return self._call_with_hooks(args, kwargs)
-            return self.forward(*args, **kwargs)
-        except _ANNOTATED as exc:
-            _annotate(exc, self)
-            raise
 
     def _call_with_hooks(self, args, kwargs):
         # PyTorch's _call_impl, in its order: global hooks before the module's own of each
@@ -423,6 +423,9 @@ class Module:
             # calls (and so all) take the checks while it holds one
             _note(self)
         object.__setattr__(self, name, value)
+        if name == "__dict__":
+            # a module built by __new__ and given a whole __dict__ (a deepcopy may do this)
+            _settled(self)
 
     def __delattr__(self, name: str) -> None:
         d = self.__dict__
@@ -453,8 +456,7 @@ class Module:
         for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
                      "_forward_hooks_always_called"):
             d.setdefault(name, {})
-        if "_parameters" in d:
-            _MAYBE_HOOKED.pop(id(self), None)
+        _settled(self)
 
     def _check_name(self, name, kind: str) -> None:
         if "_parameters" not in self.__dict__:
