@@ -56,7 +56,7 @@ static int n_tensor_slots = 0, n_node_slots = 0, n_meta_slots = 0;
 /* slot offsets of the slots this file reads or writes by name */
 static Py_ssize_t t_data, t_rg, t_fn, t_nr, t_grad, t_vc, t_base, t_hooks;
 static Py_ssize_t n_prim, n_params, n_ne, n_f0, n_n0, n_f1, n_n1, n_f2, n_n2, n_fx, n_sn, n_s0, n_s1, n_s2, n_sx, n_saved_data, n_saved_versions, n_out,
-    n_in_meta, n_n_out;
+    n_in_meta, n_n_out, n_out_vc;
 static Py_ssize_t p_impl, p_quiet_impl, p_promote, p_promote_from, p_broadcasts, p_n_outputs, p_is_view,
     p_differentiable, p_nondiff, p_save_inputs, p_save_output, p_meta, p_vjp_rules, p_save_for,
     p_vjp_argnum, p_light;
@@ -297,11 +297,11 @@ static PyObject *setup(PyObject *self, PyObject *args) {
         if (slot_offset(tensor, tn[i], to[i]) < 0) return NULL;
     const char *nn[] = {"prim", "params", "_ne", "_f0", "_n0", "_f1", "_n1", "_f2", "_n2", "_fx",
                         "_sn", "_s0", "_s1", "_s2", "_sx", "saved_data", "saved_versions", "out",
-                        "in_meta", "n_out"};
+                        "in_meta", "n_out", "out_vc"};
     Py_ssize_t *no[] = {&n_prim, &n_params, &n_ne, &n_f0, &n_n0, &n_f1, &n_n1, &n_f2, &n_n2, &n_fx,
                         &n_sn, &n_s0, &n_s1, &n_s2, &n_sx, &n_saved_data, &n_saved_versions, &n_out,
-                        &n_in_meta, &n_n_out};
-    for (int i = 0; i < 20; i++)
+                        &n_in_meta, &n_n_out, &n_out_vc};
+    for (int i = 0; i < 21; i++)
         if (slot_offset(node, nn[i], no[i]) < 0) return NULL;
     const char *pn[] = {"_impl", "_quiet_impl", "promote", "promote_from", "broadcasts", "n_outputs", "is_view",
                         "differentiable", "nondiff_argnums", "save_inputs", "save_output", "meta",
@@ -840,6 +840,50 @@ static PyObject *state_get(PyObject *ldict, PyObject *name) {
     return PyObject_GetAttr(State, name);
 }
 
+/* impl(*datas, **params) as PyObject_VectorcallDict makes it, without building a keyword-names
+   tuple per call: the params' values go after the datas and the names tuple is reused while
+   the params' keys are the same string objects (``{"dim": d}`` literals: the code object's
+   interned constants).  Dicts of other keys, or of more than KW_MAX, take VectorcallDict. */
+#define KW_MAX 6
+#define KW_SLOTS 16
+static PyObject *kw_names_cache[KW_SLOTS];
+
+static PyObject *call_impl(PyObject *impl, PyObject *const *datas, Py_ssize_t n, PyObject *params) {
+    if (params == NULL || PyDict_GET_SIZE(params) == 0) return PyObject_Vectorcall(impl, datas, n, NULL);
+    Py_ssize_t k = PyDict_GET_SIZE(params);
+    if (k > KW_MAX || !PyDict_CheckExact(params)) return PyObject_VectorcallDict(impl, datas, n, params);
+    PyObject *stack[1 + 64 + KW_MAX], *keys[KW_MAX];   /* stack[0]: room for ARGUMENTS_OFFSET */
+    if (n > 64) return PyObject_VectorcallDict(impl, datas, n, params);
+    for (Py_ssize_t i = 0; i < n; i++) stack[1 + i] = datas[i];
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    size_t h = 0;
+    while (PyDict_Next(params, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return PyObject_VectorcallDict(impl, datas, n, params);
+        keys[i] = key;
+        stack[1 + n + i] = value;
+        h = h * 31 + ((size_t)key >> 4);
+        i++;
+    }
+    PyObject *names = kw_names_cache[h % KW_SLOTS];
+    int hit = names != NULL && PyTuple_GET_SIZE(names) == k;
+    for (Py_ssize_t j = 0; hit && j < k; j++) hit = PyTuple_GET_ITEM(names, j) == keys[j];
+    if (!hit) {
+        PyObject *fresh = PyTuple_New(k);
+        if (fresh == NULL) return NULL;
+        for (Py_ssize_t j = 0; j < k; j++) PyTuple_SET_ITEM(fresh, j, Py_NewRef(keys[j]));
+        Py_XSETREF(kw_names_cache[h % KW_SLOTS], fresh);
+        names = fresh;
+    }
+    /* the values are the dict's (borrowed): held for the call, as VectorcallDict's copy does */
+    Py_INCREF(names);
+    for (Py_ssize_t j = 0; j < k; j++) Py_INCREF(stack[1 + n + j]);
+    PyObject *out = PyObject_Vectorcall(impl, stack + 1, n | PY_VECTORCALL_ARGUMENTS_OFFSET, names);
+    for (Py_ssize_t j = 0; j < k; j++) Py_DECREF(stack[1 + n + j]);
+    Py_DECREF(names);
+    return out;
+}
+
 /* the forwards of reshape_p and expand_p when surface_setup ran (see the fast surfaces) */
 static PyObject *ReshapeImpl = NULL, *ExpandImpl = NULL;
 static PyObject *s_reshape;
@@ -995,7 +1039,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
             Py_XDECREF(empty_params);
             return NULL;
         }
-        out = PyObject_VectorcallDict(quiet_impl, datas, n, kw);
+        out = call_impl(quiet_impl, datas, n, kw);
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
         int reset = PyContextVar_Reset(FpVar, token);
@@ -1033,7 +1077,7 @@ static PyObject *bind(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs)
                 }
             }
         }
-        if (out == NULL) out = PyObject_VectorcallDict(impl, datas, n, kw);
+        if (out == NULL) out = call_impl(impl, datas, n, kw);
     }
 forward_failed:
     if (out == NULL) {
@@ -1141,12 +1185,8 @@ forward_failed:
             PyList_SET_ITEM(cell, 0, Py_NewRef(ZERO));
             gc_untrack(cell);   /* a version counter: [int] */
             set_slot(t, t_vc, cell);
-            int r = PyObject_SetAttr(node, s_out_vc, cell);
+            set_slot(node, n_out_vc, cell);   /* (a slot: no generic setattr) */
             Py_DECREF(cell);
-            if (r < 0) {
-                Py_DECREF(t);
-                goto fail_node;
-            }
         }
         if (is_view && mark_view(t, PyTuple_GET_ITEM(args, 0)) < 0) {
             Py_DECREF(t);

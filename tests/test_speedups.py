@@ -445,3 +445,35 @@ def test_atomic_bookkeeping_is_untracked_and_cycles_through_the_graph_are_still_
     with dg.no_grad():
         w.add_(1.0)
     assert w._vc is v and v == [1]
+
+
+# -- the forward's keyword params (call_impl: a cached names tuple per set of key objects) ----
+def test_forward_params_reach_the_impl_by_name_in_any_order_and_count():
+    """The C bind passes params as keywords through a names tuple it reuses while the keys are
+    the same objects: every key set, order, count and a fresh (non-interned) key string must
+    reach the impl as the Python path passes them."""
+    rng = np.random.default_rng(3)
+    x = dg.tensor(rng.standard_normal((3, 4, 5)), requires_grad=True)
+    fresh = "".join(["di", "m"])          # an equal key that is another string object
+    assert fresh == "dim" and id(fresh) != id("dim")   # (identity is the point)
+    cases = [{"dim": (1,)}, {"dim": (1,), "keepdim": True}, {"keepdim": True, "dim": (2,)},
+             {"keepdim": False}, {fresh: (0,)}, {fresh: (0, 2), "keepdim": True}, {"dim": (1,)}]
+    for _ in range(2):                     # the second round reads the cache
+        for params in cases:
+            out_c = registry.bind(sum_p, (x,), params)
+            out_p = registry._bind_py(sum_p, (x,), params)
+            assert out_c.shape == out_p.shape, params
+            np.testing.assert_array_equal(out_c.detach().numpy(), out_p.detach().numpy())
+            assert _node_summary(out_c) == _node_summary(out_p)
+    with pytest.raises(TypeError, match="bogus"):
+        registry.bind(sum_p, (x,), {"bogus": 1})
+
+
+def test_saved_outputs_share_their_version_cell_with_the_node():
+    x = dg.tensor(np.ones(3), requires_grad=True)
+    y = registry.bind(tanh_p, (x,))
+    assert y.grad_fn.out_vc is y._vc and y._vc == [0]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z = y * 1.0
+        y.add_(1.0)
+        (z.sum() + y.sum()).backward()

@@ -22,7 +22,7 @@ import mmap
 
 import numpy as np
 
-from .._core.graph import FREED, bump_version
+from .._core.graph import FREED, Node, bump_version
 from .._core.state import STATE, note_inplace
 from ..backend import device_of, move_to
 from ..tensor import Tensor
@@ -57,12 +57,18 @@ def apply_inplace(self: Tensor, compute, op: str, args: tuple = (), kwargs: dict
     on_view = res._rg and self._base is not None and state.grad_enabled
     node = res._fn
     if node is not None:
-        sn = node._sn
-        # Does the node keep ``self`` among its saved arguments (node.saved, read from its
-        # slots without building the tuple; ``in`` would compare with ==)?
-        if sn is not None and sn is not FREED and (
+        # Does the node keep ``self`` among its saved arguments?  An autograd Node's are read
+        # from its slots without building the tuple (``in`` would compare with ==); other
+        # nodes (dg.autobatch's pending ones) through ``saved``.
+        if type(node) is Node:
+            sn = node._sn
+            keeps = sn is not None and sn is not FREED and (
                 node._s0 is self or node._s1 is self or node._s2 is self
-                or (node._sx is not None and any(a is self for a in node._sx))):
+                or (node._sx is not None and any(a is self for a in node._sx)))
+        else:
+            saved = node.saved
+            keeps = saved is not None and saved is not FREED and any(a is self for a in saved)
+        if keeps:
             saved = node.saved
             # The rule of this op reads the value being overwritten: keep a copy for it.
             stand_in = Tensor._make(self._data.copy(), self._rg, old_fn, old_nr)
