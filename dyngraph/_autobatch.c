@@ -623,12 +623,17 @@ error:
 
 /* A cell call (Autobatcher.call_cell's recording, for a cached template): the outputs, or
    None (nothing changed) when the Python call_cell must run. */
+static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args);
+
 static PyObject *record_cell(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
     if (nfargs != 3) {
         PyErr_SetString(PyExc_TypeError, "record_cell(interp, cache, args)");
         return NULL;
     }
-    PyObject *interp = fargs[0], *cache = fargs[1], *args = fargs[2];
+    return record_cell_impl(fargs[0], fargs[1], fargs[2]);
+}
+
+static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args) {
     if (!READY || Py_TYPE(interp) != AutobatcherT || !PyDict_CheckExact(cache) || !PyTuple_CheckExact(args))
         Py_RETURN_NONE;
     PyObject *key = NULL, *ktuple = NULL, *grad = NULL, *stored = NULL, *seq = NULL, *node = NULL,
@@ -1578,6 +1583,152 @@ static PyObject *assign_pieces(PyObject *self, PyObject *const *a, Py_ssize_t na
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Cell: the callable dg.autobatch.cell returns (cells.cell).  A call with positional
+ * arguments under an installed Autobatcher is recorded by record_cell without a Python
+ * frame; every other call -- keyword arguments, no interpreter, another interpreter, a
+ * template not cached yet, the Python reference switched on (use_native(False)) -- goes to
+ * `slow`, the Python wrapper cells.cell builds (which does exactly what it did alone).
+ * Attributes (functools.update_wrapper's, __autobatch_cell__) live in its __dict__; as a
+ * class attribute it binds like a function.
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    PyObject *slow;     /* the Python wrapper */
+    PyObject *cache;    /* the template cache (a dict), shared with the Python wrapper */
+    PyObject *dict;
+    PyObject *weakrefs;
+    vectorcallfunc vectorcall;
+} CellObject;
+
+static int CellNative = 1;             /* set_cell_native(): interpreter.use_native */
+static PyObject *s_interpreter = NULL;
+
+static PyObject *cell_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    CellObject *c = (CellObject *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (CellNative && READY && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *interp = PyObject_GetAttr(State, s_interpreter);
+        if (interp == NULL) return NULL;
+        if (Py_TYPE(interp) == AutobatcherT) {
+            PyObject *tup = PyTuple_New(n);
+            if (tup == NULL) {
+                Py_DECREF(interp);
+                return NULL;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(tup, i, Py_NewRef(args[i]));
+            PyObject *out = record_cell_impl(interp, c->cache, tup);
+            Py_DECREF(tup);
+            Py_DECREF(interp);
+            if (out != Py_None) return out;      /* the outputs, or NULL (an error) */
+            Py_DECREF(out);
+        } else {
+            Py_DECREF(interp);
+        }
+    }
+    return PyObject_Vectorcall(c->slow, args, nargsf, kwnames);
+}
+
+static PyObject *cell_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+    PyObject *slow, *cache;
+    if (kw != NULL && PyDict_GET_SIZE(kw) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Cell(slow, cache)");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(a, "OO!", &slow, &PyDict_Type, &cache)) return NULL;
+    if (!PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "Cell: slow must be callable");
+        return NULL;
+    }
+    CellObject *c = (CellObject *)type->tp_alloc(type, 0);
+    if (c == NULL) return NULL;
+    c->slow = Py_NewRef(slow);
+    c->cache = Py_NewRef(cache);
+    c->vectorcall = cell_vectorcall;
+    return (PyObject *)c;
+}
+
+static int cell_traverse(PyObject *self, visitproc visit, void *arg) {
+    CellObject *c = (CellObject *)self;
+    Py_VISIT(c->slow);
+    Py_VISIT(c->cache);
+    Py_VISIT(c->dict);
+    return 0;
+}
+
+static int cell_clear(PyObject *self) {
+    CellObject *c = (CellObject *)self;
+    Py_CLEAR(c->slow);
+    Py_CLEAR(c->cache);
+    Py_CLEAR(c->dict);
+    return 0;
+}
+
+static void cell_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    if (((CellObject *)self)->weakrefs != NULL) PyObject_ClearWeakRefs(self);
+    cell_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *cell_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *cell_self(PyObject *self, PyObject *unused) { return Py_NewRef(self); }
+
+static PyObject *cell_reduce(PyObject *self, PyObject *unused) {
+    PyErr_SetString(PyExc_TypeError, "cannot pickle a dg.autobatch.cell function");
+    return NULL;
+}
+
+static PyObject *cell_repr(PyObject *self) {
+    PyObject *w = NULL;
+    CellObject *c = (CellObject *)self;
+    if (c->dict != NULL) w = PyDict_GetItemString(c->dict, "__wrapped__");   /* borrowed */
+    if (w != NULL) return PyUnicode_FromFormat("<dg.autobatch.cell %R>", w);
+    return PyUnicode_FromString("<dg.autobatch.cell>");
+}
+
+static PyMethodDef cell_methods[] = {
+    {"__copy__", cell_self, METH_NOARGS, "A cell is shared by copies, like a function."},
+    {"__deepcopy__", cell_self, METH_O, "A cell is shared by deep copies, like a function."},
+    {"__reduce__", cell_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef cell_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject CellType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dyngraph._autobatch.Cell",
+    .tp_basicsize = sizeof(CellObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "dg.autobatch.cell's callable: records a cached template's call in C.",
+    .tp_new = cell_new,
+    .tp_dealloc = cell_dealloc,
+    .tp_traverse = cell_traverse,
+    .tp_clear = cell_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CellObject, vectorcall),
+    .tp_descr_get = cell_get,
+    .tp_dictoffset = offsetof(CellObject, dict),
+    .tp_weaklistoffset = offsetof(CellObject, weakrefs),
+    .tp_methods = cell_methods,
+    .tp_getset = cell_getset,
+    .tp_repr = cell_repr,
+};
+
+static PyObject *set_cell_native(PyObject *self, PyObject *on) {
+    int r = PyObject_IsTrue(on);
+    if (r < 0) return NULL;
+    CellNative = r;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef process_def = {"process", (PyCFunction)(void (*)(void))process, METH_FASTCALL,
                                   "Autobatcher.process in C (see dyngraph/_autobatch.c)."};
 
@@ -1615,6 +1766,8 @@ static PyMethodDef methods[] = {
      "late_depths(collectors, ep) -> {node: depth} (interpreter._collected's walk)."},
     {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
      "plan(rows, keys, distinct) -> per source (p0, rows, pos, unique), first appearance first."},
+    {"set_cell_native", set_cell_native, METH_O,
+     "set_cell_native(on): Cell objects record through record_cell (True) or call their Python wrapper."},
     {"scatter", (PyCFunction)(void (*)(void))scatter, METH_FASTCALL,
      "scatter(g, outs, rows, pos, uniq) -> True when outs[s][rows[s]] (+)= g[pos[s]] was done."},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
@@ -1648,5 +1801,13 @@ PyMODINIT_FUNC PyInit__autobatch(void) {
         !s_shape || !s_dtype || !s_cells || !s_nodes_stat || !s_collectors || !s_arenas ||
         !s_arenas_for || !s_grow)
         return NULL;
-    return PyModule_Create(&module);
+    s_interpreter = PyUnicode_InternFromString("interpreter");
+    if (s_interpreter == NULL || PyType_Ready(&CellType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Cell", (PyObject *)&CellType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

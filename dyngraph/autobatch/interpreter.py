@@ -1568,6 +1568,7 @@ def _load_native():
         return None
     mod.setup(Lazy, Tensor, PNode, Template, Autobatcher, Primitive, STATE, Autobatcher._process_py,
               _STACK, _CAT, EMPTY, _PARAM, _VALUE, _COLLECTOR_MIN, Consts, np.ndarray)
+    _cells._CELL_TYPE = mod.Cell
     return mod
 
 
@@ -1598,6 +1599,8 @@ def use_native(on: bool = True) -> bool:
         setattr(_Ev, name, staticmethod(getattr(mod, name) if mod is not None else py))
     _batching._FILL = mod.fill if mod is not None else None
     _batching._SCATTER = mod.scatter if mod is not None else None
+    if _NATIVE is not None:
+        _NATIVE.set_cell_native(mod is not None)
     return was
 
 
