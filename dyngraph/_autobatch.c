@@ -226,12 +226,61 @@ static PyObject *new_node(PyObject *interp, PyObject *prim, PyObject *params, Py
     return node;
 }
 
+/* The interpreter's plain attributes (seq, nodes, stats, tracing, arenas: no class attribute
+   or descriptor of these names; record_cell and process take only an exact Autobatcher) read
+   and written in its instance dict, not through generic getattr/setattr (~30 ns each);
+   the ordinary way when the dict lacks the name. */
+static PyObject *idict(PyObject *o) {   /* borrowed, or NULL */
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    return dp != NULL && *dp != NULL && PyDict_CheckExact(*dp) ? *dp : NULL;
+}
+
+static PyObject *iget(PyObject *o, PyObject *name) {   /* new reference */
+    PyObject *d = idict(o);
+    if (d != NULL) {
+        PyObject *v = PyDict_GetItemWithError(d, name);
+        if (v != NULL) return Py_NewRef(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_GetAttr(o, name);
+}
+
+static int iset(PyObject *o, PyObject *name, PyObject *v) {
+    PyObject *d = idict(o);
+    if (d != NULL && PyDict_GetItemWithError(d, name) != NULL) return PyDict_SetItem(d, name, v);
+    if (PyErr_Occurred()) return -1;
+    return PyObject_SetAttr(o, name, v);
+}
+
+/* this thread's dict of the dispatch state (a threading.local), borrowed; NULL (no error
+   set) when it cannot be had -- state_get then reads the attribute the ordinary way (as
+   _speedups.c does: _State defines no class attributes of these names) */
+static PyObject *s_dict = NULL;
+static PyObject *state_dict(void) {
+    PyObject *d = PyObject_GetAttr(State, s_dict);
+    if (d == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(d);   /* the thread's dict outlives this call: the thread state holds it */
+    return PyDict_CheckExact(d) ? d : NULL;
+}
+
+static PyObject *state_get(PyObject *ld, PyObject *name) {   /* new reference */
+    if (ld != NULL) {
+        PyObject *v = PyDict_GetItemWithError(ld, name);
+        if (v != NULL) return Py_NewRef(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_GetAttr(State, name);
+}
+
 /* interp.seq, and interp.seq = seq + 1; the node appended to interp.nodes */
 static PyObject *take_seq(PyObject *interp) {
-    PyObject *seq = PyObject_GetAttr(interp, s_seq);
+    PyObject *seq = iget(interp, s_seq);
     if (seq == NULL) return NULL;
     PyObject *next = PyNumber_Add(seq, ONE);
-    if (next == NULL || PyObject_SetAttr(interp, s_seq, next) < 0) {
+    if (next == NULL || iset(interp, s_seq, next) < 0) {
         Py_XDECREF(next);
         Py_DECREF(seq);
         return NULL;
@@ -241,7 +290,7 @@ static PyObject *take_seq(PyObject *interp) {
 }
 
 static int append_node(PyObject *interp, PyObject *node) {
-    PyObject *nodes = PyObject_GetAttr(interp, s_nodes);
+    PyObject *nodes = iget(interp, s_nodes);
     if (nodes == NULL) return -1;
     int r = PyList_Check(nodes) ? PyList_Append(nodes, node) : -1;
     if (r < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_autobatch: interp.nodes is not a list");
@@ -250,8 +299,8 @@ static int append_node(PyObject *interp, PyObject *node) {
 }
 
 /* 1 when anomaly mode is on (the Python path captures the creation stack), -1 on error */
-static int anomaly_on(void) {
-    PyObject *a = PyObject_GetAttr(State, s_anomaly);
+static int anomaly_on(PyObject *ld) {
+    PyObject *a = state_get(ld, s_anomaly);
     if (a == NULL) return -1;
     int r = PyObject_IsTrue(a);
     Py_DECREF(a);
@@ -290,10 +339,11 @@ static PyObject *process(PyObject *interp, PyObject *const *fargs, Py_ssize_t nf
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     /* a collector (stack/cat of many inputs, the per-node losses) is listed for _collected */
     int collector = (prim == StackP || prim == CatP) && n >= CollectorMin;
-    int an = anomaly_on();
+    PyObject *ld = state_dict();
+    int an = anomaly_on(ld);
     if (an < 0) return NULL;
     if (an) return slow_process(interp, prim, args, params);
-    tmp = PyObject_GetAttr(interp, s_tracing);
+    tmp = iget(interp, s_tracing);
     if (tmp == NULL) return NULL;
     int tracing = PyObject_IsTrue(tmp);
     Py_CLEAR(tmp);
@@ -315,7 +365,7 @@ static PyObject *process(PyObject *interp, PyObject *const *fargs, Py_ssize_t nf
         return slow_process(interp, prim, args, params);
     }
     if (pkey == NULL) return NULL;
-    grad = PyObject_GetAttr(State, s_grad_enabled);
+    grad = state_get(ld, s_grad_enabled);
     if (grad == NULL) goto error;
     spec = PyList_New(0);
     if (spec == NULL) goto error;
@@ -420,7 +470,7 @@ static PyObject *process(PyObject *interp, PyObject *const *fargs, Py_ssize_t nf
             PyList_SET_ITEM(versions, i, v);
         }
     }
-    PyObject *st = PyObject_GetAttr(interp, s_stats);
+    PyObject *st = iget(interp, s_stats);
     if (st == NULL) goto error_info;
     if (st != Py_None && incr_attr(st, s_nodes_stat) < 0) {
         Py_DECREF(st);
@@ -557,14 +607,14 @@ static int consts_put(PyObject *c, Py_buffer *v, long long seq) {
    the template: stored[j] = the Consts for each one copied.  0, or -1 on error. */
 static int put_consts(PyObject *interp, PyObject *tmpl, PyObject *cpos, PyObject *args,
                       PyObject *stored, PyObject *seq) {
-    PyObject *tr = PyObject_GetAttr(interp, s_tracing);
+    PyObject *tr = iget(interp, s_tracing);
     if (tr == NULL) return -1;
     int tracing = PyObject_IsTrue(tr);
     Py_DECREF(tr);
     if (tracing) return tracing < 0 ? -1 : 0;
     long long sq = PyLong_AsLongLong(seq);
     if (sq == -1 && PyErr_Occurred()) return -1;
-    PyObject *arenas = PyObject_GetAttr(interp, s_arenas);
+    PyObject *arenas = iget(interp, s_arenas);
     if (arenas == NULL) return -1;
     if (!PyDict_CheckExact(arenas)) {
         Py_DECREF(arenas);
@@ -623,25 +673,26 @@ error:
 
 /* A cell call (Autobatcher.call_cell's recording, for a cached template): the outputs, or
    None (nothing changed) when the Python call_cell must run. */
-static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args);
+static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args, PyObject *ld);
 
 static PyObject *record_cell(PyObject *self, PyObject *const *fargs, Py_ssize_t nfargs) {
     if (nfargs != 3) {
         PyErr_SetString(PyExc_TypeError, "record_cell(interp, cache, args)");
         return NULL;
     }
-    return record_cell_impl(fargs[0], fargs[1], fargs[2]);
+    return record_cell_impl(fargs[0], fargs[1], fargs[2], state_dict());
 }
 
-static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args) {
+/* ld: this thread's dict of the dispatch state (state_dict), or NULL */
+static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *args, PyObject *ld) {
     if (!READY || Py_TYPE(interp) != AutobatcherT || !PyDict_CheckExact(cache) || !PyTuple_CheckExact(args))
         Py_RETURN_NONE;
     PyObject *key = NULL, *ktuple = NULL, *grad = NULL, *stored = NULL, *seq = NULL, *node = NULL,
              *refs = NULL, *outs = NULL;
-    int an = anomaly_on();
+    int an = anomaly_on(ld);
     if (an < 0) return NULL;
     if (an) Py_RETURN_NONE;
-    grad = PyObject_GetAttr(State, s_grad_enabled);
+    grad = state_get(ld, s_grad_enabled);
     if (grad == NULL) return NULL;
     key = PyList_New(0);
     if (key == NULL) goto error;
@@ -703,7 +754,7 @@ static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *a
         Py_INCREF(d);
         PyList_SetItem(stored, i, d);
     }
-    PyObject *st = PyObject_GetAttr(interp, s_stats);
+    PyObject *st = iget(interp, s_stats);
     if (st == NULL) goto error_t;
     if (st != Py_None && (incr_attr(st, s_cells) < 0 || incr_attr(st, s_nodes_stat) < 0)) {
         Py_DECREF(st);
@@ -1608,7 +1659,8 @@ static PyObject *cell_vectorcall(PyObject *self, PyObject *const *args, size_t n
     CellObject *c = (CellObject *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (CellNative && READY && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-        PyObject *interp = PyObject_GetAttr(State, s_interpreter);
+        PyObject *ld = state_dict();
+        PyObject *interp = state_get(ld, s_interpreter);
         if (interp == NULL) return NULL;
         if (Py_TYPE(interp) == AutobatcherT) {
             PyObject *tup = PyTuple_New(n);
@@ -1617,7 +1669,7 @@ static PyObject *cell_vectorcall(PyObject *self, PyObject *const *args, size_t n
                 return NULL;
             }
             for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(tup, i, Py_NewRef(args[i]));
-            PyObject *out = record_cell_impl(interp, c->cache, tup);
+            PyObject *out = record_cell_impl(interp, c->cache, tup, ld);
             Py_DECREF(tup);
             Py_DECREF(interp);
             if (out != Py_None) return out;      /* the outputs, or NULL (an error) */
@@ -1802,7 +1854,8 @@ PyMODINIT_FUNC PyInit__autobatch(void) {
         !s_arenas_for || !s_grow)
         return NULL;
     s_interpreter = PyUnicode_InternFromString("interpreter");
-    if (s_interpreter == NULL || PyType_Ready(&CellType) < 0) return NULL;
+    s_dict = PyUnicode_InternFromString("__dict__");
+    if (s_interpreter == NULL || s_dict == NULL || PyType_Ready(&CellType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Cell", (PyObject *)&CellType) < 0) {
