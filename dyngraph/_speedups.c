@@ -515,7 +515,24 @@ static PyObject *slow(PyObject *prim, PyObject *args, PyObject *params) {
 }
 
 /* shape of an array or Tensor-data, new reference */
-static PyObject *shape_of(PyObject *a) { return PyObject_GetAttr(a, s_shape); }
+static PyObject *shape_of(PyObject *a) {
+    if (layout_ok && Py_TYPE(a) == ArrayType) {
+        /* ndarray.shape's tuple of ints, built from the fields (no attribute look-up) */
+        int nd = ARR(a)->nd;
+        PyObject *t = PyTuple_New(nd);
+        if (t == NULL) return NULL;
+        for (int i = 0; i < nd; i++) {
+            PyObject *o = PyLong_FromSsize_t(ARR(a)->dimensions[i]);
+            if (o == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(t, i, o);
+        }
+        return t;
+    }
+    return PyObject_GetAttr(a, s_shape);
+}
 
 /* Meta(shape, dtype) of a Tensor's array: a new instance with its two slots set, as
    Meta.__init__; new reference */

@@ -39,6 +39,8 @@ def _summary(t):
 def _python_path(monkeypatch):
     """Switch the C surfaces, the C bind and expand's C view off (the reference path)."""
     monkeypatch.setattr(S, "_C", None)
+    for name in ("_C_UNSQUEEZE", "_C_VIEW", "_C_EXPAND", "_C_CAT", "_C_STACK", "_C_CHUNK"):
+        monkeypatch.setattr(S, name, None)
     monkeypatch.setattr(S, "bind", registry._bind_py)
     monkeypatch.setattr(ST, "_EXPAND_VIEW", None)
 

@@ -68,6 +68,9 @@ def _fast_surfaces():
 
 _C = _fast_surfaces()
 _NI = NotImplemented
+# the functions themselves (a global each: no module attribute look-up per call)
+_C_UNSQUEEZE, _C_VIEW, _C_EXPAND, _C_CAT, _C_STACK, _C_CHUNK = (
+    (_C.unsqueeze, _C.view, _C.expand, _C.cat, _C.stack, _C.chunk) if _C is not None else (None,) * 6)
 
 
 def _infer_shape(shape, numel: int, op: str) -> tuple:
@@ -110,8 +113,8 @@ def _alias(t: Tensor) -> Tensor:
 
 def expand(input, *sizes):
     """Broadcast to a larger shape without copying (-1 keeps a dimension)."""
-    if _C is not None:
-        r = _C.expand(input, sizes)
+    if _C_EXPAND is not None:
+        r = _C_EXPAND(input, sizes)
         if r is not _NI:
             return r
     old = input._data.shape
@@ -202,8 +205,8 @@ def _view_method(self, *shape):
     ``x.view(dtype)`` (reinterpret the bytes, not differentiable)."""
     if shape and type(shape[0]) is int:
         # x.view(a, b, ...) on a C-contiguous tensor (the usual call): always a view
-        if _C is not None:
-            r = _C.view(self, shape)
+        if _C_VIEW is not None:
+            r = _C_VIEW(self, shape)
             if r is not _NI:
                 return r
         d = self._data
@@ -272,8 +275,8 @@ def unsqueeze(input, dim: int):
     >>> dg.zeros(2, 3).unsqueeze(-1).shape
     dyngraph.Size([2, 3, 1])
     """
-    if _C is not None:
-        r = _C.unsqueeze(input, dim)
+    if _C_UNSQUEEZE is not None:
+        r = _C_UNSQUEEZE(input, dim)
         if r is not _NI:
             return r
     shape = input._data.shape
@@ -478,8 +481,8 @@ def cat(tensors, dim: int = 0, *, axis=None):
     """
     if axis is not None:
         dim = axis
-    if _C is not None:
-        r = _C.cat(tensors, dim)
+    if _C_CAT is not None:
+        r = _C_CAT(tensors, dim)
         if r is not _NI:
             return r
     if type(tensors) in _SEQ and len(tensors) > 1 and type(dim) is int:
@@ -551,8 +554,8 @@ def stack(tensors, dim: int = 0):
     >>> dg.stack([dg.zeros(3), dg.ones(3)], dim=1).shape
     dyngraph.Size([3, 2])
     """
-    if _C is not None:
-        r = _C.stack(tensors, dim)
+    if _C_STACK is not None:
+        r = _C_STACK(tensors, dim)
         if r is not _NI:
             return r
     if type(tensors) in _SEQ and tensors and type(dim) is int:
@@ -651,8 +654,8 @@ def chunk(input, chunks: int, dim: int = 0):
     >>> [p.shape[1] for p in dg.zeros(1, 7).chunk(3, dim=-1)]
     [3, 3, 1]
     """
-    if _C is not None:
-        r = _C.chunk(input, chunks, dim)
+    if _C_CHUNK is not None:
+        r = _C_CHUNK(input, chunks, dim)
         if r is not _NI:
             return r
     if chunks <= 0:
