@@ -12,12 +12,19 @@ import itertools
 
 import numpy as np
 
+from ._util import compiled_kernels
 from .conv import (
     _pad,
     _prod,
     _windows,
 )
 from .registry import primitive
+
+# The compiled tiled pooling (dyngraph/_kernels.c: one pass per window in PyTorch's scan
+# order, and the gradient's scatter), or None: the NumPy code below stays the reference.
+# float32 (64, 32, 28, 28), MaxPool2d(2): forward ~8 ms in NumPy, backward ~3 ms.
+_K_POOL = compiled_kernels("max_pool_tiled", "pool_scatter_tiled")
+_POOL_DT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _pool_out(size, k, s, p, d, ceil_mode):
@@ -95,6 +102,13 @@ def _max_pool_tiled(x, kernel, out):
     kh, kw = kernel
     ho, wo = out
     n, c, _, w = x.shape
+    if _K_POOL is not None and x.dtype in _POOL_DT and x.flags.c_contiguous:
+        vals = np.empty((n, c, ho, wo), x.dtype)
+        idx = np.empty((n, c, ho, wo), np.int64)
+        if _K_POOL.max_pool_tiled(x, kh, kw, vals, idx):
+            return vals, idx
+        if np.isnan(x).any():
+            return None     # NaN windows: the general path (as below)
     t = x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw)
     planes = np.ascontiguousarray(t.transpose(3, 5, 0, 1, 2, 4)).reshape(kh * kw, -1)
     best = planes[0].copy()
@@ -141,6 +155,11 @@ def _scatter_tiled(g, idx, in_size, window):
     assignment (no accumulation needed; ~2.5x faster than ``bincount``)."""
     n, c = g.shape[:2]
     m = _prod(in_size)
+    if _K_POOL is not None and g.ndim == 4 and g.dtype in _POOL_DT and g.flags.c_contiguous \
+            and idx.dtype == np.int64 and idx.flags.c_contiguous and len(in_size) == 2:
+        out = np.zeros((n, c) + tuple(in_size), dtype=g.dtype)
+        if _K_POOL.pool_scatter_tiled(g, idx, out):
+            return out
     out = np.zeros(n * c * m, dtype=g.dtype)
     base = (np.arange(n * c, dtype=np.int64) * m).reshape((n, c) + (1,) * (idx.ndim - 2))
     out[(idx + base).ravel()] = g.ravel()
