@@ -558,17 +558,23 @@ slow:
     return slow_process(interp, prim, args, params);
 }
 
-#define KEY_ADD(o)                                   \
-    do {                                             \
-        if (PyList_Append(key, (o)) < 0) goto error; \
+/* the cell call key is built in place in a tuple of the size counted first (kn: entries so far) */
+#define KEY_ADD(o)                                       \
+    do {                                                 \
+        if (kn >= klen) goto none;                       \
+        PyTuple_SET_ITEM(key, kn, Py_NewRef(o));         \
+        kn++;                                            \
     } while (0)
 #define KEY_ADD_NEW(o)                       \
     do {                                     \
         PyObject *_v = (o);                  \
         if (_v == NULL) goto error;          \
-        int _r = PyList_Append(key, _v);     \
-        Py_DECREF(_v);                       \
-        if (_r < 0) goto error;              \
+        if (kn >= klen) {                    \
+            Py_DECREF(_v);                   \
+            goto none;                       \
+        }                                    \
+        PyTuple_SET_ITEM(key, kn, _v);       \
+        kn++;                                \
     } while (0)
 
 /* Consts.put(d, seq) on a Consts c whose row d fits (Consts.fits, tested by the caller) */
@@ -694,10 +700,19 @@ static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *a
     if (an) Py_RETURN_NONE;
     grad = state_get(ld, s_grad_enabled);
     if (grad == NULL) return NULL;
-    key = PyList_New(0);
+    Py_ssize_t n = PyTuple_GET_SIZE(args), klen = 1, kn = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {   /* 3 entries per argument, 4 for a parameter */
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        klen += 3;
+        if (PyObject_TypeCheck(a, TensorT)) {
+            PyObject *d = SLOT(a, t_data), *arg = SLOT(a, t_rg);
+            if (d != NULL && arg != NULL && Py_TYPE(d) != LazyT && TRUTHY(arg) && SLOT(a, t_fn) == Py_None)
+                klen += 1;
+        }
+    }
+    key = PyTuple_New(klen);
     if (key == NULL) goto error;
     KEY_ADD(grad);
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
     long depth = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
@@ -730,8 +745,8 @@ static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *a
             KEY_ADD(ValueMark);
         }
     }
-    ktuple = PyList_AsTuple(key);
-    if (ktuple == NULL) goto error;
+    if (kn != klen) goto none;
+    ktuple = Py_NewRef(key);
     PyObject *tmpl = PyDict_GetItemWithError(cache, ktuple);   /* borrowed; the cache keeps it */
     if (tmpl == NULL) {
         PyErr_Clear();
@@ -770,7 +785,7 @@ static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *a
     if (node == NULL || append_node(interp, node) < 0) goto error_t;
     PyObject *protos = SLOT(tmpl, tm_protos);
     Py_ssize_t no = PyTuple_GET_SIZE(protos);
-    refs = PyList_New(no);
+    refs = PyTuple_New(no);
     outs = PyTuple_New(no);
     if (refs == NULL || outs == NULL) goto error_t;
     for (Py_ssize_t j = 0; j < no; j++) {
@@ -782,7 +797,7 @@ static PyObject *record_cell_impl(PyObject *interp, PyObject *cache, PyObject *a
         PyTuple_SET_ITEM(outs, j, t);
         PyObject *w = PyWeakref_NewRef(t, NULL);
         if (w == NULL) goto error_t;
-        PyList_SET_ITEM(refs, j, w);
+        PyTuple_SET_ITEM(refs, j, w);
     }
     put_slot(node, n_refs, refs);
     refs = NULL;

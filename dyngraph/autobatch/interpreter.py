@@ -413,7 +413,7 @@ class Autobatcher(Interpreter):
             t = _pending_output(node, k, shape, dtype, ndim, size, rg)
             refs.append(_weakref(t))
             outs.append(t)
-        node.refs = refs
+        node.refs = tuple(refs)      # never changed: a tuple (one object, not two)
         return tuple(outs) if tmpl.multi else outs[0]
 
     def _arenas_for(self, tmpl, args) -> tuple:
