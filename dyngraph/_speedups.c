@@ -1699,14 +1699,15 @@ static PyObject *int_tuple(const Py_ssize_t *v, Py_ssize_t n) {
     return t;
 }
 
-/* an exact int in [lo, hi) wrapped to [0, hi - lo)... : returns 0 and sets *out, 1 when not such
-   an int (NotImplemented for the caller), -1 on error */
+/* an exact int (not a bool, not a subclass) that fits a Py_ssize_t: returns 0 and sets *out,
+   1 when not such an int (NotImplemented for the caller), -1 on error */
 static int small_int(PyObject *o, Py_ssize_t *out) {
     if (!PyLong_CheckExact(o)) return 1;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow) return 1;
     if (v == -1 && PyErr_Occurred()) return -1;
+    if (v > PY_SSIZE_T_MAX || v < PY_SSIZE_T_MIN) return 1;   /* (32-bit builds) */
     *out = (Py_ssize_t)v;
     return 0;
 }
