@@ -386,11 +386,11 @@ class RNNCellBase(Module):
         primitives directly (the same nodes); anything else, and every error, goes through
         :meth:`_check` and ``F.linear``.  ``states[0]`` is the state multiplied by
         ``weight_hh``; LSTMCell's products check its dtype, GRUCell's and RNNCell's do not."""
-        w_ih, w_hh = p["weight_ih"]._data, p["weight_hh"]._data
-        xs, wis, whs = x._data.shape, w_ih.shape, w_hh.shape
+        w_ih, w_hh = p["weight_ih"], p["weight_hh"]     # only shapes and dtypes are read
+        xs, wis, whs = x._data.shape, w_ih._data.shape, w_hh._data.shape
         d = self.__dict__
         n, hid = d.get("input_size"), d.get("hidden_size")
-        if not (len(xs) == 2 and x._data.dtype is w_ih.dtype and len(wis) == 2 and len(whs) == 2
+        if not (len(xs) == 2 and x._data.dtype is w_ih._data.dtype and len(wis) == 2 and len(whs) == 2
                 and xs[1] == wis[1] == n and whs[1] == hid):
             return False
         for st in states:
