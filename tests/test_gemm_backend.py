@@ -233,3 +233,21 @@ def test_library_reported_and_gradcheck(single_thread):
     x = dg.randn(5, 7, dtype=dg.float64, requires_grad=True)
     w = dg.randn(6, 7, dtype=dg.float64, requires_grad=True)
     assert dg.autograd.gradcheck(lambda a, b: dg.nn.functional.linear(a, b).tanh(), (x, w))
+
+
+@needs_lib
+def test_matmul_batched_and_convolution_through_mkl_match_torch(single_thread):
+    _loaded()
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((6, 20)), rng.standard_normal((4, 20, 7))
+    out = np.empty((4, 6, 7))
+    np.testing.assert_allclose(_gemm.matmul_batched(a, b, out), np.matmul(a, b), rtol=1e-12)
+    x, w = rng.standard_normal((3, 4, 9, 9)), rng.standard_normal((5, 4, 3, 3))
+    res = []
+    for lib in (dg, torch):
+        X, W = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = lib.nn.functional.conv2d(X, W, padding=1, stride=2)
+        (y * y).sum().backward()
+        res.append([y.detach().numpy(), X.grad.numpy(), W.grad.numpy()])
+    for d, t in zip(*res, strict=True):
+        np.testing.assert_allclose(d, t, rtol=1e-11, atol=1e-11)

@@ -161,3 +161,33 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                 return out
     # np.dot: the same BLAS call as @ for 2-D operands, ~0.5 us cheaper on small products
     return np.dot(a, b)
+
+
+def active() -> bool:
+    """Whether :func:`matmul2d` hands products to MKL now (installed, opened, one thread).
+
+    >>> active() in (True, False)
+    True
+    """
+    return _active if _active is not None else _decide()
+
+
+def matmul_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b, out=out)`` for a stack of products (``a`` (M, K) shared or (B, M, K),
+    ``b`` (B, K, N), ``out`` (B, M, N)): one MKL call per product where :func:`active` (NumPy's
+    batched matmul runs OpenBLAS's per-product path; the convolutions' column products
+    are 1.1-1.5x faster in MKL), else NumPy.
+
+    >>> o = np.empty((2, 3, 4)); _ = matmul_batched(np.ones((3, 5)), np.ones((2, 5, 4)), o)
+    >>> float(o[1, 2, 3])
+    5.0
+    """
+    if not active() or b.ndim != 3 or out.ndim != 3 or a.ndim not in (2, 3) \
+            or type(out) is not np.ndarray or not out.flags.c_contiguous \
+            or out.dtype not in _FLOATS or a.dtype != out.dtype or b.dtype != out.dtype:
+        return np.matmul(a, b, out=out)
+    for i in range(b.shape[0]):
+        ai = a if a.ndim == 2 else a[i]
+        if not _K.gemm(ai, b[i], out[i]):
+            np.matmul(ai, b[i], out=out[i])
+    return out

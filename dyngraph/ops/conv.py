@@ -33,6 +33,7 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ._gemm import active, matmul_batched
 from ._util import compiled_kernels
 from .reduction import sum_p
 from .registry import primitive
@@ -170,7 +171,10 @@ def conv_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
         else:
             cols = np.ascontiguousarray(_windows(xp[s0:s0 + nb], k, stride, dilation, out))
         yc = yv[s0:s0 + nb]
-        np.matmul(wm, cols.reshape(-1, g, cg * kk, L), out=yc)
+        if g == 1:   # one product per sample (MKL's, where ops/_gemm.py has it)
+            matmul_batched(wm[0], cols.reshape(-1, cg * kk, L), yc.reshape(-1, og, L))
+        else:
+            np.matmul(wm, cols.reshape(-1, g, cg * kk, L), out=yc)
         if bias is not None:
             yc += bias          # while the chunk is still in cache
     return y.reshape((n, o) + out)
@@ -224,7 +228,12 @@ def conv_transpose_p(x, w, b, stride=(1,), padding=((0, 0),), dilation=(1,), gro
         yg = y.reshape((n * g, cout_g) + tuple(output_size))
         nb = _chunk(n, cout * kk * L * x.itemsize)
         for s0 in range(0, n, nb):
-            dc = np.matmul(wm, xv[s0:s0 + nb]).reshape((-1, kk, cout_g) + tuple(sp_in))
+            xs = xv[s0:s0 + nb]
+            if g == 1:
+                dc = matmul_batched(wm[0], xs[:, 0], np.empty((xs.shape[0], kk * cout_g, L), dtype))
+            else:
+                dc = np.matmul(wm, xs)
+            dc = dc.reshape((-1, kk, cout_g) + tuple(sp_in))
             _K_COLS.col2im2d(dc, yg[s0 * g:(s0 + nb) * g], k[0], k[1], stride[0], stride[1],
                              padding[0][0], padding[1][0], dilation[0], dilation[1])
         if b is not None:
@@ -277,7 +286,12 @@ def conv_weight_p(x, gy, kernel_size=(1,), stride=(1,), padding=((0, 0),), dilat
         else:
             cols = np.ascontiguousarray(_windows(xp[s0:s0 + nb], k, stride, dilation, out))
         cols = cols.reshape(-1, g, cg * kk, L)
-        part = np.matmul(cols, gv[s0:s0 + nb].transpose(0, 1, 3, 2))
+        gt = gv[s0:s0 + nb].transpose(0, 1, 3, 2)
+        if g == 1 and active():   # MKL per sample (ops/_gemm.py), summed in sample order
+            part = matmul_batched(cols[:, 0], gt[:, 0], np.empty((cols.shape[0], cg * kk, og),
+                                                                 dwt.dtype))[:, None]
+        else:
+            part = np.matmul(cols, gt)
         dwt += part[0] if part.shape[0] == 1 else part.sum(0)
     return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape((o, cg) + k)
 
