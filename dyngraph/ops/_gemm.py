@@ -142,25 +142,37 @@ def library() -> str | None:
     return _library if (_decide() if _active is None else _active) else None
 
 
+def try_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` by MKL for 2-D float arrays where it is installed and applies, else None
+    (the caller then runs its own NumPy call: ``np.dot`` is the cheapest for ``x @ W.T`` on
+    small products, ``@`` for a transposed left operand, where ``np.dot`` is ~25% slower).
+
+    >>> r = try_gemm(np.ones((4, 3)), np.ones((3, 2)))
+    >>> r is None or float(r[0, 0]) == 3.0
+    True
+    """
+    if not (_active if _active is not None else _decide()):
+        return None
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    dt = a.dtype
+    if m < MIN_ROWS or m * n * k < MIN_WORK or dt not in _FLOATS or b.dtype != dt \
+            or b.shape[0] != k:
+        return None
+    out = np.empty((m, n), dt)
+    return out if _K.gemm(a, b, out) else None
+
+
 def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-D arrays: through MKL where it is installed and applies, else NumPy.
 
     >>> float(matmul2d(np.eye(3), np.arange(9.0).reshape(3, 3))[2, 1])
     7.0
     """
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
-        return a @ b                       # other array types, or a caller's mistake: NumPy says
-    if _active if _active is not None else _decide():
-        m, k = a.shape
-        n = b.shape[1]
-        dt = a.dtype
-        if m >= MIN_ROWS and m * n * k >= MIN_WORK and dt in _FLOATS and b.dtype == dt \
-                and b.shape[0] == k:
-            out = np.empty((m, n), dt)
-            if _K.gemm(a, b, out):
-                return out
-    # np.dot: the same BLAS call as @ for 2-D operands, ~0.5 us cheaper on small products
-    return np.dot(a, b)
+    out = try_gemm(a, b)
+    return a @ b if out is None else out
 
 
 def active() -> bool:

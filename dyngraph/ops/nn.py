@@ -15,7 +15,7 @@ import numpy as np
 from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
 from ._gemm import MIN_ROWS as _GEMM_ROWS
-from ._gemm import matmul2d
+from ._gemm import matmul2d, try_gemm
 from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
 from .reduction import mean_p, sum_p, sum_to_shape_p
@@ -197,10 +197,10 @@ def linear_p(x, w, b=None):
         # than np.matmul on small products
         if x.shape[1] == 1:
             out = x * w.T
-        elif x.shape[0] >= _GEMM_ROWS and w.ndim == 2:
-            out = matmul2d(x, w.T)
         else:
-            out = np.dot(x, w.T)
+            out = try_gemm(x, w.T) if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 else None
+            if out is None:
+                out = np.dot(x, w.T)
     else:
         out = np.matmul(x, w.T)
     if b is not None:
