@@ -209,6 +209,107 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
         "register_module_full_backward_hook, whose grad_input/grad_output are well defined")
 
 
+# -- fast reads of registered attributes ------------------------------------------------------
+# ``self.fc`` / ``self.weight`` of a registered submodule, parameter or buffer is not in the
+# instance __dict__ (PyTorch keeps them in _modules/_parameters/_buffers), so the normal lookup
+# fails, builds an AttributeError and only then calls Module.__getattr__: ~0.45 us a read
+# (CPython 3.11).  The first such read of ``name`` on an instance of class ``K`` puts a
+# _RegisteredReader for ``name`` on ``K``: a non-data descriptor, so the normal lookup finds it
+# after the instance __dict__ (plain attributes still win, as in PyTorch) and calls its
+# __get__, which reads the three dicts live (~0.13 us).  Nothing is copied, so every way of
+# changing the dicts (assignment, del, register_*, direct ``_modules[name] = m`` writes,
+# _apply, load_state_dict, functional_call's swaps, pickling, copy) is seen at once; an instance
+# of K that has no such name gets what it got before (the descriptor raises AttributeError and
+# CPython falls back to __getattr__).  The descriptor is only put where the name is no attribute
+# of any class in K's MRO, and on a subclass whose later MRO classes define the name it returns
+# their attribute (what the normal lookup would have found), so class attributes, methods and
+# properties (parametrize's included) keep their precedence.  What it changes: the class
+# __dict__ (and dir(K)) lists the name; ``hasattr(K, name)`` stays False.
+_MAX_READERS = 256           # per class: a class read through many names (generated ones) stops
+_readers: dict = {}          # class -> number of readers put on it
+
+
+class _RegisteredReader:
+    """``obj.<name>`` of a registered parameter, buffer or submodule without the failed lookup
+    and ``__getattr__``: the values are read from the module's dicts at each access."""
+
+    __slots__ = ("name", "home", "plain")
+
+    def __init__(self, name: str, home: type) -> None:
+        self.name = name
+        self.home = home        # the class it was put on
+        self.plain = {home}     # classes whose MRO after ``home`` has no attribute ``name``
+
+    def __get__(self, obj, cls=None):
+        # (CPython passes type(obj) as cls; a class whose later MRO defines the name, or a
+        # read on the class itself, takes _slow)
+        if obj is not None and (cls is self.home or cls in self.plain):
+            # PyTorch's __getattr__ order: parameters, buffers, modules
+            n = self.name
+            d = obj.__dict__
+            try:
+                p = d["_parameters"]
+                if n in p:
+                    return p[n]
+                b = d["_buffers"]
+                if n in b:
+                    return b[n]
+                m = d["_modules"]
+                if n in m:
+                    return m[n]
+            except KeyError:
+                pass
+            # not registered on this instance: the normal lookup's failure (CPython then calls
+            # __getattr__, which raises PyTorch's message)
+            raise AttributeError(n)
+        return self._slow(obj, cls)
+
+    def _slow(self, obj, cls):
+        if obj is None:
+            raise AttributeError(f"type object '{cls.__name__}' has no attribute '{self.name}'")
+        cls = type(obj)
+        if self._later(cls) is _NOTHING:
+            self.plain.add(cls)
+            return self.__get__(obj, cls)
+        # a class later in the MRO defines the name: what the normal lookup would have returned
+        v = self._later(cls)
+        get = getattr(type(v), "__get__", None)
+        return v if get is None else get(v, obj, cls)
+
+    def _later(self, cls: type):
+        """The first attribute ``name`` of a class after ``home`` in ``cls``'s MRO (not a reader)."""
+        mro = cls.__mro__
+        try:
+            start = mro.index(self.home) + 1
+        except ValueError:
+            start = 0
+        for k in mro[start:]:
+            v = k.__dict__.get(self.name, _NOTHING)
+            if v is not _NOTHING and type(v) is not _RegisteredReader:
+                return v
+        return _NOTHING
+
+
+_NOTHING = object()
+
+
+def _install_reader(cls: type, name: str) -> None:
+    """Put a _RegisteredReader for ``name`` on ``cls`` where that changes no lookup."""
+    if type(name) is not str or not name.isidentifier() or name[:2] == "__":
+        return
+    count = _readers.get(cls, 0)
+    if count >= _MAX_READERS:
+        return
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return           # a class attribute (even a reader of a base): the lookup finds it
+    try:
+        type.__setattr__(cls, name, _RegisteredReader(name, cls))
+    except (TypeError, AttributeError):
+        return               # a class that refuses new attributes keeps the __getattr__ path
+    _readers[cls] = count + 1
+
+
 class Module:
     """Base class for all neural-network modules (PyTorch's ``nn.Module``).
 
@@ -365,12 +466,15 @@ class Module:
         if "_parameters" in d:
             p = d["_parameters"]
             if name in p:
+                _install_reader(type(self), name)
                 return p[name]
             b = d["_buffers"]
             if name in b:
+                _install_reader(type(self), name)
                 return b[name]
             m = d["_modules"]
             if name in m:
+                _install_reader(type(self), name)
                 return m[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
