@@ -2505,7 +2505,7 @@ static inline void NM(gather_block)(const Arr *a, Py_ssize_t b0, Py_ssize_t nb, 
  * the five of one column plus tanh(c) (~300 instructions) do not fit the out-of-order
  * window together, so the fused loop ran latency-bound; in short loops consecutive
  * columns overlap (the row, 4H values, stays in L1).  Same operations per element. */
-static inline void NM(lstm_fwd_row)(Py_ssize_t H, T *restrict p, const T *restrict cp,
+static inline __attribute__((always_inline)) void NM(lstm_fwd_row)(Py_ssize_t H, T *restrict p, const T *restrict cp,
                                     T *restrict c, T *restrict h)
 {
     for (Py_ssize_t j = 0; j < 2 * H; j++)
@@ -2685,7 +2685,7 @@ __attribute__((unused)) KCLONES static void NM(lstm_bwd_seq_step)(Py_ssize_t t, 
 /* ---- GRU (gate order r, z, n; hw = h W_hh^T + b_hh, so b_hn sits inside r * (...)) ---- */
 
 /* r, z = sigmoid(x + hw); n = tanh(r * hw_n + x_n); h = (hp - n) * z + n */
-static inline void NM(gru_fwd_row)(Py_ssize_t H, const T *restrict x, const T *restrict hw,
+static inline __attribute__((always_inline)) void NM(gru_fwd_row)(Py_ssize_t H, const T *restrict x, const T *restrict hw,
                                    const T *restrict hp, T *restrict a, T *restrict h)
 {
     for (Py_ssize_t j = 0; j < H; j++) {
@@ -2745,7 +2745,7 @@ KCLONES static void NM(gru_seq_step)(Py_ssize_t t, Py_ssize_t B, Py_ssize_t H, A
 
 /* dn = (dh (1 - z)) (1 - n^2); dz = ((hp - n) dh) (z (1 - z)); dr = (dn hw_n) (r (1 - r));
  * dxw = (dr, dz, dn), dhw = (dr, dz, dn r), dhz = dh z */
-static inline void NM(gru_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict a,
+static inline __attribute__((always_inline)) void NM(gru_bwd_row)(Py_ssize_t H, const T *restrict dh, const T *restrict a,
                                    const T *restrict hwn, const T *restrict hp, T *restrict dx,
                                    T *restrict dw, T *restrict dhz)
 {
