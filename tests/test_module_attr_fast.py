@@ -469,3 +469,33 @@ def test_plain_module_instance_reader_on_module_base():
         return [type(box.fc).__name__, _err(lambda: lin.fc), hasattr(lin, "fc"),
                 _err(lambda: nn.ReLU().fc)]
     _both(prog)
+
+
+def test_subclass_gets_its_own_reader_and_dynamic_classes_are_freed():
+    import gc
+    import weakref
+
+    Net = _net_cls(dyngraph)
+    _ = Net().w
+
+    class Sub(Net):
+        pass
+
+    s = Sub()
+    # Net's reader put one on Sub (already in Net.__init__'s registration check)
+    assert s.w is s._parameters["w"] and _reader_on(Sub, "w")
+    assert s.w is s._parameters["w"] and Sub.__dict__["w"].home is Sub
+    del s._parameters["w"]
+    with pytest.raises(AttributeError, match="'Sub' object has no attribute 'w'"):
+        _ = s.w
+
+    # a class made per instance (parametrize makes one per module) is not kept by the readers
+    def make():
+        cls = type("Tmp", (Net,), {})
+        inst = cls()
+        assert inst.fc is inst._modules["fc"] and inst.fc is inst._modules["fc"]
+        return weakref.ref(cls)
+
+    ref = make()
+    gc.collect()
+    assert ref() is None

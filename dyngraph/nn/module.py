@@ -225,25 +225,24 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
 # their attribute (what the normal lookup would have found), so class attributes, methods and
 # properties (parametrize's included) keep their precedence.  What it changes: the class
 # __dict__ (and dir(K)) lists the name; ``hasattr(K, name)`` stays False.
-_MAX_READERS = 256           # per class: a class read through many names (generated ones) stops
-_readers: dict = {}          # class -> number of readers put on it
+_MAX_READERS = 256   # per class: a class read through many names (generated ones) stops there
+_readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class -> readers on it
 
 
 class _RegisteredReader:
     """``obj.<name>`` of a registered parameter, buffer or submodule without the failed lookup
     and ``__getattr__``: the values are read from the module's dicts at each access."""
 
-    __slots__ = ("name", "home", "plain")
+    __slots__ = ("name", "home")
 
     def __init__(self, name: str, home: type) -> None:
         self.name = name
         self.home = home        # the class it was put on
-        self.plain = {home}     # classes whose MRO after ``home`` has no attribute ``name``
 
     def __get__(self, obj, cls=None):
-        # (CPython passes type(obj) as cls; a class whose later MRO defines the name, or a
-        # read on the class itself, takes _slow)
-        if obj is not None and (cls is self.home or cls in self.plain):
+        # (CPython passes type(obj) as cls; a read on the class itself, or through a subclass,
+        # takes _slow)
+        if cls is self.home and obj is not None:
             # PyTorch's __getattr__ order: parameters, buffers, modules
             n = self.name
             d = obj.__dict__
@@ -268,11 +267,20 @@ class _RegisteredReader:
         if obj is None:
             raise AttributeError(f"type object '{cls.__name__}' has no attribute '{self.name}'")
         cls = type(obj)
-        if self._later(cls) is _NOTHING:
-            self.plain.add(cls)
-            return self.__get__(obj, cls)
-        # a class later in the MRO defines the name: what the normal lookup would have returned
         v = self._later(cls)
+        if v is _NOTHING:
+            # a subclass whose other classes do not define the name: its own reader serves the
+            # next reads (kept on the subclass, so a dropped class, e.g. one of parametrize's,
+            # takes its readers with it); this read is served from the dicts
+            _install_reader(cls, self.name)
+            n = self.name
+            d = obj.__dict__
+            for kind in ("_parameters", "_buffers", "_modules"):
+                t = d.get(kind)
+                if t is not None and n in t:
+                    return t[n]
+            raise AttributeError(n)
+        # a class later in the MRO defines the name: what the normal lookup would have returned
         get = getattr(type(v), "__get__", None)
         return v if get is None else get(v, obj, cls)
 
@@ -294,20 +302,24 @@ _NOTHING = object()
 
 
 def _install_reader(cls: type, name: str) -> None:
-    """Put a _RegisteredReader for ``name`` on ``cls`` where that changes no lookup."""
+    """Put a _RegisteredReader for ``name`` on ``cls`` where that changes no lookup: ``name`` is
+    an attribute of no class in its MRO (readers of base classes aside)."""
     if type(name) is not str or not name.isidentifier() or name[:2] == "__":
         return
-    count = _readers.get(cls, 0)
-    if count >= _MAX_READERS:
+    if type(cls.__dict__.get(name)) is _RegisteredReader:
         return
     for k in cls.__mro__:
-        if name in k.__dict__:
-            return           # a class attribute (even a reader of a base): the lookup finds it
+        v = k.__dict__.get(name, _NOTHING)
+        if v is not _NOTHING and type(v) is not _RegisteredReader:
+            return           # a class attribute: the normal lookup finds it (as in PyTorch)
     try:
+        count = _readers.get(cls, 0)
+        if count >= _MAX_READERS:
+            return
         type.__setattr__(cls, name, _RegisteredReader(name, cls))
+        _readers[cls] = count + 1
     except (TypeError, AttributeError):
         return               # a class that refuses new attributes keeps the __getattr__ path
-    _readers[cls] = count + 1
 
 
 class Module:
