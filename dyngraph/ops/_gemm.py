@@ -203,3 +203,18 @@ def matmul_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         if not _K.gemm(ai, b[i], out[i]):
             np.matmul(ai, b[i], out=out[i])
     return out
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b, out=out)`` for 2-D float arrays: through MKL where :func:`active` and
+    the operands' layouts can be passed as they are (``out`` C-contiguous), else NumPy.  No
+    size threshold (the caller decides): the recurrent layers' per-step products call it
+    once a step with fixed arrays (``ops/rnn.py``).
+
+    >>> o = np.empty((4, 2)); _ = matmul_into(np.ones((4, 3)), np.ones((3, 2)), out=o)
+    >>> float(o[3, 1])
+    3.0
+    """
+    if (_active if _active is not None else _decide()) and _K.gemm(a, b, out):
+        return out
+    return np.matmul(a, b, out=out)

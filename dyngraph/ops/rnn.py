@@ -43,6 +43,7 @@ import numpy as np
 
 from .._core.grad_mode import enable_grad
 from ..tensor import Tensor
+from . import _gemm
 from . import elementwise as E
 from ._util import compiled_kernels
 from .elementwise import tanh_p
@@ -77,6 +78,22 @@ def _packed_steps(w, n_steps, rows, n_cols) -> bool:
 # the one-row products of dyngraph/_kernels.c (lstm_sequence with mm = (W_hh,),
 # lstm_backward_sequence): built with them, AVX2/FMA at run time
 _ROWS = _K is not None and getattr(_K, "packed_gemm", False) and hasattr(_K, "lstm_backward_sequence")
+
+
+# MKL's sgemm (ops/_gemm.py, where active) against the packed kernel for the per-step products
+# (AVX-512 Xeon, one thread, us a step): H 256, batch 32: h @ W_hh^T 128 / 172, d @ W_hh
+# 111 / 176; H 128, batch 16: 21 / 23, 14 / 23; at 4 rows the packed kernel is faster
+# (H 256: forward 23 / 30, backward 23 / 18; H 512, 8 rows: forward 260 / 449).  From these
+# rows up the products run in MKL:
+_MKL_FWD_ROWS = 16
+_MKL_BWD_ROWS = 8
+
+
+def _mkl_steps(w, rows, fwd) -> bool:
+    """The per-step products of a float32 layer of ``rows`` rows a step run through
+    :func:`ops._gemm.matmul_into` (MKL; nothing to pack)."""
+    return w.dtype == np.float32 and rows >= (_MKL_FWD_ROWS if fwd else _MKL_BWD_ROWS) \
+        and _gemm.active()
 
 
 def _row_products(w, rows) -> bool:
@@ -379,6 +396,9 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
         hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
         if f32 and _row_products(w_hh, b0):   # the products inside the kernel
             mm, hw = (np.ascontiguousarray(w_hh),), None
+        elif f32 and _mkl_steps(w_hh, b0, True):
+            p2 = np.empty((b0, 4 * hsz), dtype)
+            mm, hw = (_gemm.matmul_into, hbuf, wt, p2), p2
         elif f32 and _packed_steps(w_hh, n, b0, 4 * hsz):
             # W_hh packed once, then h @ W_hh^T per step in our own kernel: OpenBLAS repacks
             # all of W_hh at every step (~20% of the step's product at batch 32, H 256)
@@ -394,12 +414,15 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
         last = slice(0, b0) if reverse else slice((n - 1) * b0, n * b0)
         return hs, hbuf, cs[last].copy(), acts, cs
     offs = _offsets(batch_sizes)
+    mk = f32 and _mkl_steps(w_hh, _MKL_FWD_ROWS, True)
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
         hp, cp = (h, c) if uniform else (h[:r], c[:r])
         a = acts[sl]
-        if f32:
+        if mk and r >= _MKL_FWD_ROWS:
+            hw = _gemm.matmul_into(hp, wt, out=prod[:4 * hsz * r].reshape(r, 4 * hsz))
+        elif f32:
             hw = np.matmul(w_hh, hp.T, out=prod[:4 * hsz * r].reshape(4 * hsz, r)).T
         else:
             hw = np.matmul(hp, wt, out=a)   # the kernel reads each row before writing it
@@ -459,7 +482,9 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
     step = _K.lstm_backward
     # dh = dgates @ W_hh per step from W_hh^T packed once (see _lstm_forward_k); its width is
     # W_hh's columns: H, or the projection size
-    wp = _packed(w_hh.T) if dtype == np.float32 and _packed_steps(w_hh, n, b0, w_hh.shape[1]) else None
+    mk = _mkl_steps(w_hh, b0, False) if dtype == np.float32 else False
+    wp = _packed(w_hh.T) if not mk and dtype == np.float32 and _packed_steps(w_hh, n, b0, w_hh.shape[1]) \
+        else None
     for t in (range(len(batch_sizes)) if reverse else range(len(batch_sizes) - 1, -1, -1)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
@@ -481,12 +506,15 @@ def _lstm_backward_k(grads, out, xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), re
         else:
             cp = cprev[sl]
         step(dfull, g, dct, acts[sl], cs[sl], cp, d, dct)   # dc_prev over dc, in place
-        if wp is None:
+        if mk:
+            _gemm.matmul_into(d, w_hh, out=dht)
+        elif wp is None:
             np.matmul(d, w_hh, out=dht)
         else:
             _K.gemm_packed(d, wp, dht)
-    dw = _uniform_dw(dgates, hs, h0, b0, dtype, reverse) if uniform else dgates.T @ hprev
-    dwr = None if w_hr is None else dhs.T @ hfull
+    # the weight gradients: MKL where active (matmul2d), else the same NumPy products
+    dw = _uniform_dw(dgates, hs, h0, b0, dtype, reverse) if uniform else _gemm.matmul2d(dgates.T, hprev)
+    dwr = None if w_hr is None else _gemm.matmul2d(dhs.T, hfull)
     return [dgates, dh, dc, dw, dwr]
 
 
@@ -507,13 +535,14 @@ def _uniform_dw(dgates, hs, h0, b0, dtype, reverse):
         else:
             hprev[b0:] = hs[:-b0]
             hprev[:b0] = h0r
-        return dgates.T @ hprev
+        return _gemm.matmul2d(dgates.T, hprev)
+    mm = _gemm.matmul2d   # MKL where active, else NumPy's @
     if reverse:
-        dw = dgates[:-b0].T @ hs[b0:]
-        dw += dgates[-b0:].T @ h0r
+        dw = mm(dgates[:-b0].T, hs[b0:])
+        dw += mm(dgates[-b0:].T, h0r)
     else:
-        dw = dgates[b0:].T @ hs[:-b0]
-        dw += dgates[:b0].T @ h0r
+        dw = mm(dgates[b0:].T, hs[:-b0])
+        dw += mm(dgates[:b0].T, h0r)
     return dw
 
 
