@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import time
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, methodcaller
 from weakref import ref as _weakref
 
 import numpy as np
@@ -190,6 +190,7 @@ class Autobatcher(Interpreter):
         self.gks = None              # while _execute runs groups: seq -> group key (_split)
         self._todo_all = None        # _all_feed's answer
         self.arenas: dict = {}       # cell template -> its constant arguments' Consts (call_cell)
+        self.aliases: dict = {}      # Lazy -> weak refs to the other tensors holding it (on_alias)
 
     # ------------------------------------------------------------------
     # recording
@@ -499,9 +500,28 @@ class Autobatcher(Interpreter):
         return np.array(self._row_value(lz)._data)
 
     def materialize(self, t) -> None:
-        """Turn pending ``t`` into an ordinary tensor holding its row of the batched result."""
+        """Turn pending ``t`` into an ordinary tensor holding its row of the batched result.
+
+        ``t`` may be an *alias* of the pending output -- a tensor sharing its ``Lazy``
+        (``detach()``, ``.data``, ``Parameter(t)``, ``Tensor(t)``): it gets the output's
+        array (shared, as those share memory eagerly) and keeps its own autograd state.
+        Materialising the output also materialises its aliases registered by
+        :meth:`on_alias`.
+        """
         lz = t._data
         node = lz.node
+        owner = node.refs[lz.k]()
+        if owner is not t:
+            if owner is not None and owner._data is lz:
+                self.materialize(owner)        # sets the registered aliases too
+                if t._data is lz:              # not registered (made without on_alias)
+                    t._data = owner._data
+            else:                              # the output is gone or was materialised apart
+                arr = self.value_of(lz)
+                self._settle_aliases(lz, arr)
+                if t._data is lz:
+                    t._data = arr
+            return
         if node.result is None:
             self.need([node])
         interp, grad = STATE.interpreter, STATE.grad_enabled
@@ -526,6 +546,30 @@ class Autobatcher(Interpreter):
         t._vc = v._vc
         t._base = v._base
         t._rg = v._rg
+        if self.aliases:
+            self._settle_aliases(lz, v._data)
+
+    def _settle_aliases(self, lz, arr) -> None:
+        """Give the registered aliases of ``lz`` still holding it the array ``arr``."""
+        refs = self.aliases.pop(lz, None)
+        if refs:
+            for r in refs:
+                a = r()
+                if a is not None and a._data is lz:
+                    a._data = arr
+
+    def on_alias(self, src, t) -> None:
+        """``t`` was made sharing ``src``'s data (``detach()``, ``.data``, ``Parameter``,
+        ``Tensor(src)``): if that is a pending value, ``t`` is materialised with it."""
+        d = t._data
+        if type(d) is Lazy:
+            interp = d.node.interp
+            if interp is self and not self.closed:
+                self.aliases.setdefault(d, []).append(_weakref(t))
+            elif interp is not self:
+                interp.on_alias(src, t)    # an outer block's pending value
+        elif self.prev is not None and hasattr(self.prev, "on_alias"):
+            self.prev.on_alias(src, t)
 
     # -- the interpreter hooks: every value request forces through concrete() --
     def on_concrete(self, t, why):
@@ -1195,13 +1239,24 @@ class Autobatcher(Interpreter):
         """Evaluate what live tensors need and materialise every live pending tensor."""
         live = [n for n in self.nodes if _alive(n)]
         pend = [n for n in live if n.result is None]
+        aliased = []
+        for lz, refs in self.aliases.items():
+            # an alias whose output tensor is gone still needs its node's value
+            if any(a is not None and a._data is lz for a in map(_CALL, refs)):
+                aliased.append(lz)
+                if lz.node.result is None:
+                    pend.append(lz.node)
         if pend:
-            self.evaluate(pend)
+            self.evaluate(list(dict.fromkeys(pend)))
         for n in live:
             for k, r in enumerate(n.refs):
                 t = r()
                 if t is not None and _pending_out(t, n, k):
                     self.materialize(t)
+        for lz in aliased:
+            if lz in self.aliases:
+                self._settle_aliases(lz, self.value_of(lz))
+        self.aliases = {}
         self.nodes = []
         self.collectors = []
         self.closed = True
@@ -1228,6 +1283,7 @@ _ARGS = attrgetter("args")
 _ROW = attrgetter("row")
 _RESULT = attrgetter("result")
 _K = attrgetter("k")
+_CALL = methodcaller("__call__")
 _RG = attrgetter("_rg")
 _DATA = attrgetter("_data")
 _ARANGE: dict = {}
