@@ -287,9 +287,21 @@ def test_subclass_property_and_custom_getattr():
                         return "fallback:" + name
                     raise
 
-        p, g = WithProp.__new__(WithProp), WithGetattr()
+        class Intercepts(Net):
+            def __init__(self):
+                super().__init__()
+                self.ready = True
+
+            def __getattr__(self, name):
+                if name == "w" and self.__dict__.get("ready"):
+                    return "intercepted"
+                return super().__getattr__(name)
+
+        p, g, i = WithProp.__new__(WithProp), WithGetattr(), Intercepts()
         nn.Module.__init__(p)
-        out = [p.w, g.fc.in_features, g.missing, g.w]
+        out = [p.w, g.fc.in_features, g.missing, g.w, i.w, i.w, i.fc.in_features, i.buf]
+        del i._modules["fc"]
+        out.append(_err(lambda: i.fc))
         return out
     _both(prog)
 

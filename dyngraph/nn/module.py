@@ -268,6 +268,9 @@ class _RegisteredReader:
             raise AttributeError(f"type object '{cls.__name__}' has no attribute '{self.name}'")
         cls = type(obj)
         v = self._later(cls)
+        if v is _NOTHING and cls.__getattr__ is not Module.__getattr__:
+            # a subclass with its own __getattr__: PyTorch calls it for every registered name
+            raise AttributeError(self.name)
         if v is _NOTHING:
             # a subclass whose other classes do not define the name: its own reader serves the
             # next reads (kept on the subclass, so a dropped class, e.g. one of parametrize's,
@@ -306,8 +309,8 @@ def _install_reader(cls: type, name: str) -> None:
     an attribute of no class in its MRO (readers of base classes aside)."""
     if type(name) is not str or not name.isidentifier() or name[:2] == "__":
         return
-    if type(cls.__dict__.get(name)) is _RegisteredReader:
-        return
+    if type(cls.__dict__.get(name)) is _RegisteredReader or cls.__getattr__ is not Module.__getattr__:
+        return               # (a class with its own __getattr__ gets every such read, as in PyTorch)
     for k in cls.__mro__:
         v = k.__dict__.get(name, _NOTHING)
         if v is not _NOTHING and type(v) is not _RegisteredReader:
