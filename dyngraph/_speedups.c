@@ -1249,11 +1249,59 @@ static int addable_in_place(PyObject *old, PyObject *gi) {
     return ok;
 }
 
+/* engine._add_to_buffer(buffers, child, nr, gi) for a multi-output child (gi borrowed):
+   0 done, -1 error.  Anything unusual (a buffer that is not a list, an output number out
+   of range) goes to the Python function. */
+static int add_to_list_buffer(PyObject *buffers, PyObject *child, PyObject *nr, PyObject *gi,
+                              PyObject *add_cb, PyObject *fit_cb) {
+    PyObject *cont = PyDict_GetItemWithError(buffers, child);
+    if (cont == NULL && PyErr_Occurred()) return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(SLOT(child, n_n_out));
+    Py_ssize_t k = PyLong_Check(nr) ? PyLong_AsSsize_t(nr) : -1;
+    if (n == -1 || k == -1) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        goto slow;
+    }
+    if (k >= n || (cont != NULL && (!PyList_CheckExact(cont) || PyList_GET_SIZE(cont) != n)))
+        goto slow;
+    if (cont == NULL) {
+        cont = PyList_New(n);
+        if (cont == NULL) return -1;
+        for (Py_ssize_t j = 0; j < n; j++) PyList_SET_ITEM(cont, j, Py_NewRef(Py_None));
+        int r = PyDict_SetItem(buffers, child, cont);
+        Py_DECREF(cont); /* the dict holds it */
+        if (r < 0) return -1;
+    }
+    PyObject *old = PyList_GET_ITEM(cont, k);
+    if (old == Py_None) {
+        PyList_SetItem(cont, k, Py_NewRef(gi));
+        return 0;
+    }
+    int inplace = addable_in_place(old, gi);
+    if (inplace < 0) return -1;
+    PyObject *sum = inplace ? PyNumber_InPlaceAdd(old, gi) : PyNumber_Add(old, gi);
+    if (sum == NULL) return -1;
+    if (Py_TYPE(sum) != ArrayType) {
+        PyObject *f = PyObject_CallFunctionObjArgs(fit_cb, sum, Py_None, NULL);
+        Py_DECREF(sum);
+        if (f == NULL) return -1;
+        sum = f;
+    }
+    PyList_SetItem(cont, k, sum); /* steals sum; releases old */
+    return 0;
+slow:;
+    PyObject *r = PyObject_CallFunctionObjArgs(add_cb, buffers, child, nr, gi, NULL);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /*
  * backward_loop: the engine's plain-backward loop (dyngraph/autograd/engine.py).
  * Runs nodes whose gradients have all arrived; simple nodes (a Primitive with
- * rules, one output, no hooks) are handled here, everything else -- leaves,
- * custom Functions, hooked nodes, multi-output nodes, errors -- by the Python
+ * rules, no hooks; with several outputs when each received a gradient) are handled
+ * here, everything else -- leaves, custom Functions, hooked nodes, multi-output nodes
+ * with an output that got no gradient, errors -- by the Python
  * callbacks, which share the same ready list, buffers and dependency counts.
  */
 static PyObject *backward_loop(PyObject *self, PyObject *args) {
@@ -1288,9 +1336,18 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         int fast = PyObject_TypeCheck(v, NodeType) && g != NULL;
         PyObject *prim = NULL, *rules = NULL;
         PyObject *argnum_rule = NULL; /* rule(argnum, g, out, *inputs) of variadic primitives (cat) */
+        int multi = 0; /* a multi-output node (split's pieces): g is its list of gradients */
         if (fast) {
             prim = SLOT(v, n_prim);
-            fast = Py_TYPE(prim) == PrimitiveType && SLOT(v, n_n_out) == ONE;
+            fast = Py_TYPE(prim) == PrimitiveType;
+            if (fast && SLOT(v, n_n_out) != ONE) {
+                /* every output received a gradient (else engine._fill_missing's zeros: the
+                   general path); the rule gets them as a tuple, as from _fill_missing */
+                fast = PyList_CheckExact(g);
+                for (Py_ssize_t k = 0; fast && k < PyList_GET_SIZE(g); k++)
+                    if (PyList_GET_ITEM(g, k) == Py_None) fast = 0;
+                multi = fast;
+            }
         }
         if (fast) {
             rules = SLOT(prim, p_vjp_rules);
@@ -1330,6 +1387,11 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
             continue;
         }
         /* ---- fast node ---- */
+        if (multi) {
+            PyObject *tg = PyList_AsTuple(g);
+            if (tg == NULL) goto fail_g;
+            Py_SETREF(g, tg);
+        }
         PyObject *node = v;
         int saved = SLOT(node, n_sn) != Py_None; /* in the slot layout: checked above */
         PyObject *inputs;            /* borrowed sequence of rule inputs */
@@ -1382,7 +1444,7 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
         }
         int bcast = TRUTHY(SLOT(prim, p_broadcasts));
         PyObject *meta = bcast ? SLOT(node, n_in_meta) : Py_None;
-        if (bcast && meta == Py_None) {
+        if (bcast && meta == Py_None && !multi) {
             /* no input needed fitting (shapes and dtypes equal the output's): gradients still
                take the output's dtype, which g has (registry.record / engine._apply_rules) */
             gdt = get_dtype(g);
@@ -1457,14 +1519,15 @@ static PyObject *backward_loop(PyObject *self, PyObject *args) {
                     goto fail_nones;
                 }
                 if (PyObject_TypeCheck(child, NodeType) && SLOT(child, n_n_out) != ONE) {
-                    PyObject *r = PyObject_CallFunctionObjArgs(add_cb, buffers, child,
-                                                               edge_nr(&E, i), gi, NULL);
+                    /* engine._add_to_buffer for a multi-output child: its buffer is a list
+                       of one gradient per output, summed in place when the entry is the
+                       list's alone (the same test as for one output) */
+                    int r = add_to_list_buffer(buffers, child, edge_nr(&E, i), gi, add_cb, fit_cb);
                     Py_DECREF(gi);
-                    if (r == NULL) {
+                    if (r < 0) {
                         Py_DECREF(callargs);
                         goto fail_nones;
                     }
-                    Py_DECREF(r);
                 } else {
                     PyObject *old = PyDict_GetItemWithError(buffers, child);
                     if (old == NULL && PyErr_Occurred()) {

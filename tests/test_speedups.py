@@ -477,3 +477,66 @@ def test_saved_outputs_share_their_version_cell_with_the_node():
         z = y * 1.0
         y.add_(1.0)
         (z.sum() + y.sum()).backward()
+
+
+# -- the C backward loop's multi-output nodes (split's pieces, rnn_layer's outputs) ----------
+
+def _multi_graphs():
+    import torch
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 6))
+    w = rng.standard_normal((4, 4))
+
+    def run(lib, tensor):
+        x = tensor(a.copy(), requires_grad=True)
+        m = tensor(w.copy(), requires_grad=True)
+        y = (m @ x).tanh()
+        p, q, r = lib.split(y, 2, dim=1)
+        s1 = (p * q + r.exp() * 2).sum()                       # every piece: the C path
+        s2 = (p * 3).sum() + (p * p).sum()                     # one piece twice, two unused
+        s3 = sum((c * (k + 1)).sum() for k, c in enumerate(lib.unbind(y, 0)))
+        s4 = lib.chunk(y, 3, dim=1)[0].sum() * lib.chunk(y, 3, dim=1)[2].mean()
+        return x, m, [s1, s2, s3, s4]
+
+    return run, torch
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_backward_loop_multi_output_nodes_match_python_and_torch(case, monkeypatch):
+    from dyngraph.autograd import engine
+    run, torch = _multi_graphs()
+    got = {}
+    for mode in ("c", "python"):
+        if mode == "python":
+            monkeypatch.setattr(engine, "_backward_loop", None)
+        x, m, losses = run(dg, lambda v, requires_grad: dg.tensor(v, requires_grad=requires_grad))
+        losses[case].backward(retain_graph=True)
+        losses[case].backward()                                  # accumulates: twice the grads
+        got[mode] = (x.grad.numpy().copy(), m.grad.numpy().copy())
+    x, m, losses = run(torch, lambda v, requires_grad: torch.tensor(v, requires_grad=requires_grad))
+    (losses[case] * 2).backward()
+    for mode in ("c", "python"):
+        np.testing.assert_array_equal(got[mode][0], got["python"][0])
+        np.testing.assert_array_equal(got[mode][1], got["python"][1])
+        np.testing.assert_allclose(got[mode][0], x.grad.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[mode][1], m.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_backward_loop_multi_output_fast_path_taken(monkeypatch):
+    """Split nodes whose pieces all got a gradient do not reach the Python callback."""
+    from dyngraph.autograd import engine
+    calls = []
+    real = engine._run_node
+
+    def spy(node, *a, **k):
+        calls.append(node.prim.name)
+        return real(node, *a, **k)
+
+    monkeypatch.setattr(engine, "_run_node", spy)
+    y = dg.randn(4, 6, dtype=dg.float64, requires_grad=True)
+    p, q, r = dg.split(y * 1.0, 2, dim=1)
+    (p * q + r).sum().backward()
+    assert "split" not in calls
+    p, q, r = dg.split(y * 1.0, 2, dim=1)
+    (p * q).sum().backward()                                     # r: no gradient, zeros
+    assert "split" in calls
