@@ -1024,6 +1024,13 @@ static int whole_steps(const char *kern, Py_ssize_t S, Py_ssize_t B)
     return 0;
 }
 
+/* defined with sgemm_pack below: packed_operand takes buf (sgemm_pack's) as the operand of
+ * (m, k) @ (k, n) products, -1 with an exception when it is not; packed_rows writes MKL's
+ * product of a (m, k) row-major block by it into out (leading dimension ldo) */
+static int packed_operand(const char *kern, PyObject *o, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k,
+                          Py_buffer *v);
+static void packed_rows(const Py_buffer *v, const float *a, Py_ssize_t lda, float *out, Py_ssize_t ldo);
+
 /* lstm_sequence(mm, hw, xw, c0, acts, hs, cs, hbuf, reverse): a whole LSTM direction of
  * equal steps (S = steps * B rows), without projection.  Each step calls
  * mm[0](mm[1], mm[2], out=mm[3]) -- NumPy's matmul, writing the hidden product that hw
@@ -1034,7 +1041,10 @@ static int whole_steps(const char *kern, Py_ssize_t S, Py_ssize_t B)
  * mm may instead be (w,): W_hh itself, float32 (4H, H), C-contiguous, H a multiple of 8;
  * the product of each row of hbuf then runs here (dot_rows_f, from W's own layout, written
  * straight into the step's rows of acts), with no call back into Python; hw is then None.
- * Needs AVX2/FMA (packed_gemm); for small batches (ops/rnn.py: 1-3 rows). */
+ * Needs AVX2/FMA (packed_gemm); for small batches (ops/rnn.py: 1-3 rows).
+ * mm may also be (pb,): a 1-D uint8 array that sgemm_pack filled with W_hh^T (H, 4H) for
+ * products of B rows (MKL loaded); each step MKL writes hbuf @ W_hh^T straight into the step's
+ * rows of acts (hbuf C-contiguous, hw None), then the gates run there as with (w,). */
 #ifdef HAVE_PACKED
 /* a float32 (N, K) C-contiguous weight with K % 8 == 0 for the one-row products, or -1 */
 static int row_weight(const char *kern, PyObject *o, Py_ssize_t N, Py_ssize_t K, Py_buffer *v)
@@ -1070,6 +1080,22 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     PyObject *mm = args[0];
     int native = PyTuple_Check(mm) && PyTuple_GET_SIZE(mm) == 1;
+    /* mm = (pb,), pb a 1-D uint8 array from sgemm_pack: W_hh^T packed by MKL; each step's
+     * product is written by MKL straight into the step's rows of acts (no product buffer) */
+    int blas = 0;
+    if (native && PyObject_CheckBuffer(PyTuple_GET_ITEM(mm, 0))) {
+        Py_buffer probe;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(mm, 0), &probe, PyBUF_FORMAT | PyBUF_ND) == 0) {
+            blas = probe.ndim == 1 && probe.itemsize == 1 && is_fmt(probe.format, 'B');
+            PyBuffer_Release(&probe);
+        } else
+            PyErr_Clear();
+        if (blas && args[1] != Py_None) {
+            PyErr_SetString(PyExc_ValueError, "lstm_sequence: with mm = (packed W_hh^T,), hw must be None");
+            return NULL;
+        }
+        native = !blas;
+    }
     if (native) {
 #ifndef HAVE_PACKED
         PyErr_SetString(PyExc_RuntimeError, "lstm_sequence: mm = (w,) is not compiled in (AVX2/FMA "
@@ -1080,15 +1106,15 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
             PyErr_SetString(PyExc_ValueError, "lstm_sequence: with mm = (w,), hw must be None");
             return NULL;
         }
-    } else if (check_mm(ctx.kern, mm) < 0)
+    } else if (!blas && check_mm(ctx.kern, mm) < 0)
         return NULL;
     int reverse = PyObject_IsTrue(args[8]);
     if (reverse < 0 || gate_width(&ctx, "acts", args[4], 4, &H) < 0)
         return NULL;
     PyObject *res = NULL;
     void *buf = NULL;
-    Py_buffer wv;
-    int held_w = 0;
+    Py_buffer wv, pbv;
+    int held_w = 0, held_pb = 0;
     /* rows: acts, xw, hs, cs have S; hw, c0, hbuf have B */
     static const int order[] = {3, 1, 4, 5, 0, 2, 6};
     static const int width[] = {4, 4, 1, 4, 1, 1, 1};
@@ -1098,7 +1124,7 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
             S = ctx.rows;
             ctx.rows = -1;
         }
-        if (i == 0 && native)
+        if (i == 0 && (native || blas))
             continue;
         if (get_arr(&ctx, names[i], args[1 + i], i >= 3, 0, width[i] * H, &a[i]) < 0)
             goto done;
@@ -1106,6 +1132,19 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
     B = ctx.rows;
     if (whole_steps(ctx.kern, S, B) < 0)
         goto done;
+    if (blas) {
+        if (!ctx.f32) {
+            PyErr_SetString(PyExc_TypeError, "lstm_sequence: mm = (packed W_hh^T,) needs float32 arrays");
+            goto done;
+        }
+        if (a[6].s1 != (Py_ssize_t)sizeof(float) || a[6].s0 != H * (Py_ssize_t)sizeof(float)) {
+            PyErr_SetString(PyExc_ValueError, "lstm_sequence: with a packed W_hh^T, hbuf must be C-contiguous");
+            goto done;
+        }
+        if (packed_operand(ctx.kern, PyTuple_GET_ITEM(mm, 0), B, 4 * H, H, &pbv) < 0)
+            goto done;
+        held_pb = 1;
+    }
 #ifdef HAVE_PACKED
     if (native) {
         if (!ctx.f32) {
@@ -1123,6 +1162,9 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
         Py_ssize_t n = S / B;
         for (Py_ssize_t s = 0; s < n; s++) {
             Py_ssize_t t = reverse ? n - 1 - s : s;
+            if (blas)
+                packed_rows(&pbv, (const float *)a[6].buf, H, (float *)(a[3].buf + t * B * a[3].s0), 4 * H);
+            else
 #ifdef HAVE_PACKED
             if (native)
                 for (Py_ssize_t b = 0; b < B; b++)
@@ -1135,7 +1177,7 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
             Py_ssize_t prev = s == 0 ? -1 : (reverse ? t + 1 : t - 1);
             BEGIN_LOOP(B * 4 * H)
             if (ctx.f32)
-                lstm_seq_step_f(t, prev, B, H, a, buf, native);
+                lstm_seq_step_f(t, prev, B, H, a, buf, native || blas);
             else
                 lstm_seq_step_d(t, prev, B, H, a, buf, 0);
             END_LOOP()
@@ -1145,6 +1187,8 @@ static PyObject *py_lstm_sequence(PyObject *self, PyObject *const *args, Py_ssiz
 done:
     if (held_w)
         PyBuffer_Release(&wv);
+    if (held_pb)
+        PyBuffer_Release(&pbv);
     PyMem_RawFree(buf);
     release(a, 7);
     return res;
@@ -2500,6 +2544,37 @@ done:
     return res;
 }
 
+static int packed_operand(const char *kern, PyObject *o, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k,
+                          Py_buffer *v)
+{
+    if (!pack_syms()) {
+        PyErr_Format(PyExc_RuntimeError, "%s: no library with packed products is loaded", kern);
+        return -1;
+    }
+    if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    PackHead head;
+    memset(&head, 0, sizeof head);
+    if (v->len >= PACK_SLACK)
+        memcpy(&head, v->buf, sizeof head);
+    if (head.magic != PACK_MAGIC || head.size <= 0 || v->len < head.size + PACK_SLACK || head.m != m
+        || head.n != n || head.k != k) {
+        PyErr_Format(PyExc_ValueError, "%s: the packed operand is not one of (%zd, %zd) @ (%zd, %zd) "
+                     "(sgemm_pack)", kern, m, k, k, n);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+static void packed_rows(const Py_buffer *v, const float *a, Py_ssize_t lda, float *out, Py_ssize_t ldo)
+{
+    PackHead head;
+    memcpy(&head, v->buf, sizeof head);
+    blas_scompute(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_PACKED, (int)head.m, (int)head.n, (int)head.k,
+                  a, (int)lda, pack_data(v->buf), (int)head.n, 0.0f, out, (int)ldo);
+}
+
 /* ==== end of sgemm_pack ==== */
 
 /* ------------------------------------------------------------------------------------ */
@@ -2525,7 +2600,9 @@ static PyMethodDef methods[] = {
      "the hidden product that hw views, then lstm_forward's gates fill the step's rows of\n"
      "acts, hs, cs and hbuf (the next product's input, holding h0 at the start).\n"
      "mm = (w,) (W_hh, float32 (4H, H), C-contiguous, H % 8 == 0; hw None): the products run\n"
-     "in this module from w's own layout (small batches; needs AVX2/FMA)."},
+     "in this module from w's own layout (small batches; needs AVX2/FMA).\n"
+     "mm = (pb,) (W_hh^T packed by sgemm_pack for B rows; hw None): MKL writes each step's\n"
+     "product into the step's rows of acts."},
     {"lstm_backward_sequence", (PyCFunction)(void (*)(void))py_lstm_backward_sequence, METH_FASTCALL,
      "lstm_backward_sequence(w, ghs, acts, cs, c0, dgates, dh, dc, reverse): BPTT through a\n"
      "whole LSTM direction of equal steps, float32, no projection (small batches).\n\n"

@@ -40,8 +40,13 @@ def single_thread():
 @pytest.fixture
 def spy(monkeypatch):
     """Counts of the MKL product calls the layer makes."""
-    calls = {"into": 0, "packed": 0, "mm2d": 0}
-    into, packed, mm2d = _gemm.matmul_into, _gemm.matmul_packed, _gemm.matmul2d
+    calls = {"into": 0, "packed": 0, "mm2d": 0, "pack": 0}
+    into, packed, mm2d, pack = _gemm.matmul_into, _gemm.matmul_packed, _gemm.matmul2d, _gemm.pack_operand
+
+    def c_pack(b, m):
+        pb = pack(b, m)
+        calls["pack"] += pb is not None
+        return pb
 
     def c_into(a, b, out):
         calls["into"] += 1
@@ -58,6 +63,7 @@ def spy(monkeypatch):
     monkeypatch.setattr(_gemm, "matmul_into", c_into)
     monkeypatch.setattr(_gemm, "matmul_packed", c_packed)
     monkeypatch.setattr(_gemm, "matmul2d", c_mm2d)
+    monkeypatch.setattr(_gemm, "pack_operand", c_pack)
     return calls
 
 
@@ -145,7 +151,8 @@ def test_mkl_layer_matches_float64_reference(single_thread, spy, b, h, reverse):
     sizes = (b,) * n
     assert rnn._mkl_steps(w, b, True) and rnn._mkl_steps(w, b, False)
     got = rnn._lstm_forward_k(xw, h0, c0, w, None, sizes, reverse)
-    assert spy["into"] + spy["packed"] == n   # every step's product through MKL
+    # every step's product through MKL: inside the kernel from W_hh^T packed once, or a call
+    assert spy["pack"] == 1 if _packs() else spy["into"] == n
     up = [a.astype(np.float64) for a in (xw, h0, c0, w)]
     want = rnn._lstm_forward(*up, None, sizes, reverse)
     for g, wt in zip(got, want, strict=True):
@@ -202,7 +209,12 @@ def test_mkl_lstm_module_matches_torch(single_thread, spy, kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # torch: projections are not supported with oneDNN
         compare_modules(tmod, dmod, [x, h0, c0], "float32", call=lambda m, x, h, c: m(x, (h, c)))
-    assert spy["into"] + spy["packed"] >= 20 * d * layers   # forward and backward steps
+    # the backward's steps: a call each; the forward's: inside lstm_sequence from W_hh^T packed
+    # once, or a call each (with projections: the per-step loop; no packing)
+    if _packs() and not kw.get("proj_size"):
+        assert (spy["pack"], spy["into"]) == (d * layers, 10 * d * layers)
+    else:
+        assert (spy["pack"], spy["into"]) == (0, 20 * d * layers)
 
 
 def test_not_taken_without_mkl():
@@ -214,3 +226,37 @@ def test_not_taken_without_mkl():
         assert _gemm.pack_operand(np.ones((16, 64), np.float32), 32) is None
     finally:
         _gemm._single_thread, _gemm._active = before, None
+
+
+def test_sequence_kernel_with_packed_weight(single_thread):
+    """lstm_sequence with mm = (packed W_hh^T,): MKL writes each product into acts; the same
+    values as the per-step kernel over MKL products through a buffer, and its argument checks."""
+    if not _packs():
+        pytest.skip("this CBLAS library has no packed products")
+    n, b, h = 6, 16, 8
+    rng = np.random.default_rng(11)
+    xw, h0, c0, w = _layer_inputs(rng, n, b, h)
+    pb = _gemm.pack_operand(w.T, b)
+
+    def outs():
+        return (np.empty((n * b, 4 * h), np.float32), np.empty((n * b, h), np.float32),
+                np.empty((n * b, h), np.float32))
+
+    for reverse in (False, True):
+        acts, hs, cs = outs()
+        hbuf = h0.copy()
+        K.lstm_sequence((pb,), None, xw, c0, acts, hs, cs, hbuf, reverse)
+        acts2, hs2, cs2 = outs()
+        hbuf2, p2 = h0.copy(), np.empty((b, 4 * h), np.float32)
+        K.lstm_sequence((_gemm.matmul_packed, hbuf2, pb, p2), p2, xw, c0, acts2, hs2, cs2, hbuf2, reverse)
+        for got, want in ((acts, acts2), (hs, hs2), (cs, cs2), (hbuf, hbuf2)):
+            np.testing.assert_array_equal(got, want)
+        ref = rnn._lstm_forward(*(a.astype(np.float64) for a in (xw, h0, c0, w)), None, (b,) * n, reverse)
+        np.testing.assert_allclose(hs, ref[0], rtol=1e-4, atol=2e-5)
+    acts, hs, cs = outs()
+    with pytest.raises(ValueError, match="hw must be None"):
+        K.lstm_sequence((pb,), np.empty((b, 4 * h), np.float32), xw, c0, acts, hs, cs, h0.copy(), False)
+    with pytest.raises(ValueError, match="packed operand is not one of"):
+        K.lstm_sequence((_gemm.pack_operand(w.T, b - 1),), None, xw, c0, acts, hs, cs, h0.copy(), False)
+    with pytest.raises(ValueError, match="hbuf must be a writable, C-contiguous"):
+        K.lstm_sequence((pb,), None, xw, c0, acts, hs, cs, np.asfortranarray(h0), False)

@@ -398,11 +398,14 @@ def _lstm_forward_k(xw, h0, c0, w_hh, w_hr=None, batch_sizes=(), reverse=False):
             mm, hw = (np.ascontiguousarray(w_hh),), None
         elif f32 and _mkl_steps(w_hh, b0, True):
             # W_hh^T stored once in MKL's packed layout (H 256, batch 32: 99 against 136 us a
-            # step, packing ~80 us); a plain MKL product where the library cannot pack
-            p2 = np.empty((b0, 4 * hsz), dtype)
+            # step, packing ~80 us), each step's product written by MKL into the step's rows
+            # of acts inside the kernel; a plain MKL product where the library cannot pack
             pb = _gemm.pack_operand(wt, b0) if n >= 4 else None
-            mm = (_gemm.matmul_into, hbuf, wt, p2) if pb is None else (_gemm.matmul_packed, hbuf, pb, p2)
-            hw = p2
+            if pb is None:
+                p2 = np.empty((b0, 4 * hsz), dtype)
+                mm, hw = (_gemm.matmul_into, hbuf, wt, p2), p2
+            else:
+                mm, hw = (pb,), None
         elif f32 and _packed_steps(w_hh, n, b0, 4 * hsz):
             # W_hh packed once, then h @ W_hh^T per step in our own kernel: OpenBLAS repacks
             # all of W_hh at every step (~20% of the step's product at batch 32, H 256)
