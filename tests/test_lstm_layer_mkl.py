@@ -260,3 +260,43 @@ def test_sequence_kernel_with_packed_weight(single_thread):
         K.lstm_sequence((_gemm.pack_operand(w.T, b - 1),), None, xw, c0, acts, hs, cs, h0.copy(), False)
     with pytest.raises(ValueError, match="hbuf must be a writable, C-contiguous"):
         K.lstm_sequence((pb,), None, xw, c0, acts, hs, cs, np.asfortranarray(h0), False)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(bias=False), dict(bidirectional=True)])
+def test_mkl_gru_module_matches_torch(single_thread, spy, kw):
+    """nn.GRU(7, 32), 10 steps, batch 16, float32: per-step products through MKL (forward from
+    W_hh^T packed once, backward dh += dhw @ W_hh as one beta = 1 product), vs PyTorch."""
+    rng = np.random.default_rng(20 + len(kw))
+    tmod, dmod = torch.nn.GRU(7, 32, **kw), dg.nn.GRU(7, 32, **kw)
+    d = 2 if kw.get("bidirectional") else 1
+    x, h0 = rng.standard_normal((10, 16, 7)), rng.standard_normal((d, 16, 32))
+    compare_modules(tmod, dmod, [x, h0], "float32", call=lambda m, x, h: m(x, h))
+    if _packs():
+        assert spy["pack"] == 2 * d and spy["packed"] == 20 * d   # forward and backward steps
+    else:
+        assert spy["into"] == 20 * d
+    assert spy["mm2d"] == d   # dW_hh
+
+
+def test_mkl_gru_ragged_steps_match_float64_reference(single_thread, spy):
+    """A packed GRU sequence (batch sizes 20, 20, 17, 16, 4): MKL products from 16 rows."""
+    sizes = (20, 20, 17, 16, 4)
+    h = 16
+    rng = np.random.default_rng(9)
+    xw = rng.standard_normal((sum(sizes), 3 * h)).astype(np.float32)
+    h0 = rng.standard_normal((20, h)).astype(np.float32)
+    w = (rng.standard_normal((3 * h, h)) * 0.5).astype(np.float32)
+    bh = rng.standard_normal(3 * h).astype(np.float32)
+    for reverse in (False, True):
+        got = rnn._gru_forward_k(xw, h0, w, bh, sizes, reverse)
+        up = [a.astype(np.float64) for a in (xw, h0, w, bh)]
+        want = rnn._gru_forward(*up, sizes, reverse)
+        for g, wt in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5)
+        gh = rng.standard_normal((sum(sizes), h)).astype(np.float32)
+        spy["into"] = 0
+        gk = rnn._gru_backward_k([gh, None], got, xw, h0, w, bh, sizes, reverse)
+        assert spy["into"] == 5   # every step (5 steps: too few to pack W_hh)
+        gn = rnn._gru_backward([gh.astype(np.float64), None], want, *up, sizes, reverse)
+        for k, (g, wt) in enumerate(zip(gk, gn, strict=True)):
+            np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5 * np.abs(wt).max(), err_msg=f"gradient {k}")

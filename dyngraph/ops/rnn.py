@@ -732,7 +732,12 @@ def _gru_forward_k(xw, h0, w_hh, b_hh, batch_sizes=(), reverse=False):
     if uniform and b0 > 0:
         # equal steps: the whole loop in one call (see _lstm_forward_k); hbuf is the step's h
         hbuf = np.array(h, dtype=dtype)   # h_n at the end: an array of its own
-        if dtype == np.float32 and _packed_steps(w_hh, n, b0, 3 * hsz):   # see _lstm_forward_k
+        pb = _gemm.pack_operand(wt, b0) if dtype == np.float32 and n >= 4 and _mkl_steps(w_hh, b0, True) \
+            else None
+        if pb is not None:   # MKL, from W_hh^T packed once (see _lstm_forward_k)
+            p2 = prod.reshape(b0, 3 * hsz)
+            mm, hw = (_gemm.matmul_packed, hbuf, pb, p2), p2
+        elif dtype == np.float32 and _packed_steps(w_hh, n, b0, 3 * hsz):   # see _lstm_forward_k
             p2 = prod.reshape(b0, 3 * hsz)
             mm, hw = (_K.gemm_packed, hbuf, _packed(w_hh), p2), p2
         elif transposed:
@@ -779,20 +784,29 @@ def _gru_backward_k(grads, out, xw, h0, w_hh, b_hh, batch_sizes=(), reverse=Fals
     step = _K.gru_backward
     n = len(batch_sizes)
     # dhw @ W_hh per step from W_hh^T packed once (see _lstm_forward_k), into prod, then added
-    packed = dtype == np.float32 and _packed_steps(w_hh, n, batch_sizes[0], w_hh.shape[1])
+    # MKL where active (see _lstm_backward_k): dht += dhw rows @ W_hh in one product with
+    # beta = 1, from W_hh packed once (steps of b0 rows), else through prod
+    b0 = batch_sizes[0]
+    mk = dtype == np.float32 and _mkl_steps(w_hh, b0, False)
+    pb = _gemm.pack_operand(w_hh, b0) if mk and n >= 8 else None
+    packed = not mk and dtype == np.float32 and _packed_steps(w_hh, n, b0, w_hh.shape[1])
     wp = _packed(w_hh.T) if packed else None
-    prod = np.empty(h0.shape, dtype) if packed else None
+    prod = np.empty(h0.shape, dtype) if packed or mk else None
     for t in (range(n) if reverse else range(n - 1, -1, -1)):
         r = batch_sizes[t]
         sl = slice(offs[t], offs[t] + r)
         dht = dh[:r]
         dw = dhw[sl]
         step(dht, None if ghs is None else ghs[sl], acts[sl], hwn[sl], hprev[sl], dxw[sl], dw, dht)
-        if wp is None:
+        if pb is not None and r == b0:
+            _gemm.matmul_packed(dw, pb, dht, 1.0)
+        elif mk:
+            dht += _gemm.matmul_into(dw, w_hh, out=prod[:r])
+        elif wp is None:
             dht += dw @ w_hh
         else:
             dht += _K.gemm_packed(dw, wp, prod[:r])
-    dwh = dhw.T @ hprev
+    dwh = _gemm.matmul2d(dhw.T, hprev)   # MKL where active, else NumPy's @
     dbh = dhw.sum(0) if b_hh is not None else None
     return [dxw, dh, dwh, dbh]
 
