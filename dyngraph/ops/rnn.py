@@ -31,7 +31,11 @@ The GEMMs stay NumPy's, except the per-step products of float32 LSTM/GRU layers 
 steps and >= 4 rows, which run from weights packed once per call (``_K.gemm_packed``, see
 :func:`_packed_steps`; OpenBLAS would repack all of ``W_hh`` at every step), and those of
 equal-step float32 LSTM layers of 1-3 rows, which run inside the sequence kernels from
-``W_hh`` itself, the backward's time loop included (:func:`_row_products`).  The NumPy
+``W_hh`` itself, the backward's time loop included (:func:`_row_products`).  Where
+``ops/_gemm`` hands products to Intel MKL (installed, one thread), float32 LSTM/GRU layers of
+>= 16 rows a step (8 in the backward) take MKL's instead (:func:`_mkl_steps`): the forward's
+from ``W_hh^T`` packed once in MKL's own layout (an equal-step LSTM's written by MKL straight
+into the step's rows of ``acts`` inside ``lstm_sequence``), and the weight gradients.  The NumPy
 functions (``_lstm_forward`` ...) are the reference path: same formulas, same order of the
 products, and the same saved outputs, so either path's backward accepts either forward's
 outputs.
