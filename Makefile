@@ -33,7 +33,7 @@ PURE_TESTS := tests/test_ops.py tests/test_autograd_engine.py tests/test_autogra
 	tests/test_port_dynamic_gaps.py tests/test_gc_nodes.py tests/test_mpnn_scatter.py \
 	tests/test_autobatch_fast.py tests/test_autobatch_split.py tests/test_autobatch_models.py \
 	tests/test_autobatch_gather.py tests/test_autobatch_fuse.py tests/test_autobatch_consts.py \
-	tests/test_autobatch_scatter.py tests/test_autobatch_cellfn.py
+	tests/test_autobatch_scatter.py tests/test_autobatch_cellfn.py tests/test_autobatch_alias.py
 
 test: $(VENV)/.test
 	$(PY) -m pytest -n 2 tests

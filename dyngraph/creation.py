@@ -15,7 +15,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import random as _random
 from ._core.graph import bump_version
-from ._core.state import STATE
+from ._core.state import STATE, alias
 from .backend import device as _device
 from .backend import get_cupy, move_to
 from .dtypes import default_float_np, to_numpy_dtype
@@ -144,6 +144,9 @@ def _legacy_init(self, *args, dtype=None, requires_grad: bool = False):
     self._vc = None
     self._base = None
     self._hooks = None
+    if len(args) == 1 and isinstance(args[0], Tensor) and dtype is None \
+            and STATE.interpreter is not None:
+        alias(args[0], self)     # Tensor(t) shares t's array: a pending value reaches it too
     if requires_grad:
         self.requires_grad_(True)
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from ._core.graph import LeafHooks, RemovableHandle, retain_grad_ref, version
-from ._core.state import STATE, concrete, set_grad
+from ._core.state import STATE, alias, concrete, set_grad
 from .backend import device as _device
 from .backend import device_of
 from .backend import host_array as _host
@@ -177,6 +177,8 @@ class Tensor:
         if vc is None:
             vc = self._vc = [0]
         t._vc = vc
+        if STATE.interpreter is not None:
+            alias(self, t)      # a pending value (dg.autobatch) must reach the alias too
         return t
 
     def detach_(self) -> Tensor:
@@ -193,7 +195,12 @@ class Tensor:
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        if isinstance(value, Tensor):
+            self._data = value._data
+            if STATE.interpreter is not None:
+                alias(value, self)
+        else:
+            self._data = np.asarray(value)
 
     # -- array properties -----------------------------------------------------
     @property

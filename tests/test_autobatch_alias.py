@@ -14,14 +14,10 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-import dyngraph._core.state as _state
 from dyngraph.ops.rnn import rnn_layer
 
-# the alias makers tell the interpreter through this protocol call (dyngraph._core.state);
-# without it a tensor aliased inside the block and first read after it stays pending
-_HOOKED = hasattr(_state, "alias")
-needs_hook = pytest.mark.xfail(not _HOOKED, strict=True,
-                               reason="the alias makers do not call _core.state.alias yet")
+# the alias makers tell the interpreter through dyngraph._core.state.alias(src, t); without
+# it a tensor aliased inside the block and first read after it stayed pending
 
 
 def _set_data(y):
@@ -72,7 +68,6 @@ def _value(t):
     return d
 
 
-@needs_hook
 @pytest.mark.parametrize("fn", FNS)
 @pytest.mark.parametrize("maker", MAKERS)
 def test_alias_made_after_backward_is_computed_after_the_block(fn, maker):
@@ -88,7 +83,6 @@ def test_alias_made_after_backward_is_computed_after_the_block(fn, maker):
     np.testing.assert_allclose(w.grad.numpy(), ge, rtol=1e-12)
 
 
-@needs_hook
 @pytest.mark.parametrize("maker", MAKERS)
 def test_alias_outliving_its_output(maker):
     ze, _ = _eager(_rnn, maker)

@@ -100,6 +100,13 @@ class Interpreter:
         if prev is not None:
             prev.on_inplace(t, value)
 
+    def on_alias(self, src, t) -> None:
+        """``t`` was just made sharing ``src``'s array (``detach()``, ``.data``, ``Parameter``,
+        ``Tensor(src)``): an interpreter holding pending values hands ``t`` the value too."""
+        prev = self.prev
+        if prev is not None:
+            prev.on_alias(src, t)
+
     def on_set_grad(self, t, value) -> None:
         """``t.grad`` is about to become ``value`` (a Tensor or None)."""
         prev = self.prev

@@ -60,6 +60,18 @@ def concrete(t, why: str):
     return interp.on_concrete(t, why)
 
 
+def alias(src, t) -> None:
+    """Tell the active interpreter that ``t`` now shares ``src``'s array (an alias maker:
+    ``detach()``, the ``.data`` setter, ``Parameter(src)``, ``Tensor(src)``), so that a value
+    still pending under it (``dg.autobatch``) reaches ``t`` as well.
+
+    >>> t = src.detach()     # detach() calls alias(src, t) when an interpreter is active
+    """
+    interp = STATE.interpreter
+    if interp is not None:
+        interp.on_alias(src, t)
+
+
 def note_inplace(t, value) -> None:
     """Tell the active interpreter that ``t``'s buffer now holds ``value`` (in-place write)."""
     interp = STATE.interpreter
