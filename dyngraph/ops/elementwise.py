@@ -338,8 +338,9 @@ tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True, ufunc=np.
 def _same_arrays(g, out) -> bool:
     """A plain backward's arrays of one shape and dtype: the rules below may then reuse their
     own temporaries (the same operations in the same order, so the same bits)."""
+    # (0-d operands are left out: their products are NumPy scalars, which have no buffer)
     return (type(g) is np.ndarray and type(out) is np.ndarray and g.shape == out.shape
-            and g.dtype == out.dtype)
+            and g.dtype == out.dtype and g.ndim > 0)
 
 
 def _tanh_vjp(g, out, x):
