@@ -1696,25 +1696,47 @@ static int max_pool_tiled_d(Py_ssize_t planes, Py_ssize_t H, Py_ssize_t W, Py_ss
 
 /* the buffer of args[k] (flags), its format checked against want ('f'/'d'/'q': float32,
  * float64, int64) and its dimensions against ndim; -1 with an error naming kern and name */
-static int pool_buffer(const char *kern, const char *name, PyObject *o, int flags, int ndim,
-                       Py_buffer *v)
+/* The array arguments of the kernels below, taken in one place: BufArg says each argument's
+ * name, buffer flags (PyBUF_C_CONTIGUOUS / PyBUF_STRIDES, PyBUF_WRITABLE) and dimensions.
+ * take_buffers holds all of them or none: -1 with a TypeError (not an array of that kind) or
+ * ValueError (other dimensions) naming the kernel and the argument. */
+typedef struct {
+    const char *name;
+    int flags;
+    int ndim;
+} BufArg;
+
+static void release_buffers(Py_buffer *v, int n)
 {
-    if (PyObject_GetBuffer(o, v, flags | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: %s must be a C-contiguous%s array", kern, name,
-                     (flags & PyBUF_WRITABLE) ? ", writable" : "");
-        return -1;
-    }
-    if (v->ndim != ndim) {
-        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions, got %d", kern, name, ndim,
-                     v->ndim);
-        PyBuffer_Release(v);
-        return -1;
+    while (n > 0)
+        PyBuffer_Release(&v[--n]);
+}
+
+static int take_buffers(const char *kern, PyObject *const *objs, const BufArg *spec, int n,
+                        Py_buffer *v)
+{
+    for (int k = 0; k < n; k++) {
+        if (PyObject_GetBuffer(objs[k], &v[k], spec[k].flags | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();   /* NumPy says BufferError, ValueError or TypeError: say what is needed */
+            int w = (spec[k].flags & PyBUF_WRITABLE) != 0;
+            int c = (spec[k].flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS;
+            PyErr_Format(PyExc_TypeError, "%s: %s must be a%s%s%s array", kern, spec[k].name,
+                         w ? " writable" : (c ? "" : "n"), w && c ? "," : "", c ? " C-contiguous" : "");
+            release_buffers(v, k);
+            return -1;
+        }
+        if (v[k].ndim != spec[k].ndim) {
+            PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions, got %d", kern,
+                         spec[k].name, spec[k].ndim, v[k].ndim);
+            release_buffers(v, k + 1);
+            return -1;
+        }
     }
     return 0;
 }
 
-static char pool_kind(const Py_buffer *v)
+/* 'f' float32, 'd' float64, 'q' int64, 0 anything else */
+static char buf_kind(const Py_buffer *v)
 {
     if (v->itemsize == 4 && is_fmt(v->format, 'f'))
         return 'f';
@@ -1725,6 +1747,30 @@ static char pool_kind(const Py_buffer *v)
     return 0;
 }
 
+/* the float kind ('f' / 'd') the n buffers share, or 0 */
+static char float_kind(const Py_buffer *v, int n)
+{
+    char k = buf_kind(&v[0]);
+    if (k != 'f' && k != 'd')
+        return 0;
+    for (int j = 1; j < n; j++)
+        if (buf_kind(&v[j]) != k)
+            return 0;
+    return k;
+}
+
+#define C_IN PyBUF_C_CONTIGUOUS
+#define C_OUT (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+
+/* run `call` with the GIL released when `work` elements make it worth it */
+#define WITHOUT_GIL(work, call)                                                             \
+    do {                                                                                    \
+        PyThreadState *ts_ = (work) >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;      \
+        call;                                                                               \
+        if (ts_)                                                                            \
+            PyEval_RestoreThread(ts_);                                                      \
+    } while (0)
+
 /* max_pool_tiled(x, kh, kw, vals, idx) -> bool: x (N, C, H, W) float32/float64, vals (N, C,
  * ho, wo) of x's dtype and idx (N, C, ho, wo) int64, all C-contiguous, ho * kh <= H and
  * wo * kw <= W; vals/idx get each window's maximum and its flat index in the H x W plane.
@@ -1732,53 +1778,38 @@ static char pool_kind(const Py_buffer *v)
 static PyObject *py_max_pool_tiled(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "max_pool_tiled";
+    static const BufArg spec[] = {{"x", C_IN, 4}, {"vals", C_OUT, 4}, {"idx", C_OUT, 4}};
     if (check_nargs(kern, nargs, 5, "x, kh, kw, vals, idx") < 0)
         return NULL;
     Py_ssize_t kh = PyLong_AsSsize_t(args[1]), kw = PyLong_AsSsize_t(args[2]);
     if ((kh == -1 || kw == -1) && PyErr_Occurred())
         return NULL;
-    Py_buffer vx, vv, vi;
-    if (pool_buffer(kern, "x", args[0], PyBUF_C_CONTIGUOUS, 4, &vx) < 0)
+    PyObject *objs[] = {args[0], args[3], args[4]};
+    Py_buffer v[3];
+    if (take_buffers(kern, objs, spec, 3, v) < 0)
         return NULL;
-    if (pool_buffer(kern, "vals", args[3], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 4, &vv) < 0) {
-        PyBuffer_Release(&vx);
-        return NULL;
-    }
-    if (pool_buffer(kern, "idx", args[4], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 4, &vi) < 0) {
-        PyBuffer_Release(&vx);
-        PyBuffer_Release(&vv);
-        return NULL;
-    }
     PyObject *res = NULL;
-    char kx = pool_kind(&vx);
-    Py_ssize_t N = vx.shape[0], C = vx.shape[1], H = vx.shape[2], W = vx.shape[3];
-    Py_ssize_t ho = vv.shape[2], wo = vv.shape[3];
-    if (!kx || kx == 'q' || pool_kind(&vv) != kx || pool_kind(&vi) != 'q') {
+    char k = float_kind(v, 2);
+    Py_ssize_t N = v[0].shape[0], C = v[0].shape[1], H = v[0].shape[2], W = v[0].shape[3];
+    Py_ssize_t ho = v[1].shape[2], wo = v[1].shape[3];
+    if (!k || buf_kind(&v[2]) != 'q') {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    if (kh < 1 || kw < 1 || vv.shape[0] != N || vv.shape[1] != C || vi.shape[0] != N
-        || vi.shape[1] != C || vi.shape[2] != ho || vi.shape[3] != wo || ho * kh > H || wo * kw > W) {
+    if (kh < 1 || kw < 1 || v[1].shape[0] != N || v[1].shape[1] != C || v[2].shape[0] != N
+        || v[2].shape[1] != C || v[2].shape[2] != ho || v[2].shape[3] != wo || ho * kh > H || wo * kw > W) {
         PyErr_Format(PyExc_ValueError, "%s: windows %zd x %zd, input (%zd, %zd, %zd, %zd) and "
                      "outputs (%zd, %zd, %zd, %zd) do not tile", kern, kh, kw, N, C, H, W,
-                     vv.shape[0], vv.shape[1], ho, wo);
+                     v[1].shape[0], v[1].shape[1], ho, wo);
         goto done;
     }
-    {
-        int ok;
-        PyThreadState *ts = N * C * H * W >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
-        if (kx == 'f')
-            ok = max_pool_tiled_f(N * C, H, W, kh, kw, ho, wo, vx.buf, vv.buf, (long long *)vi.buf);
-        else
-            ok = max_pool_tiled_d(N * C, H, W, kh, kw, ho, wo, vx.buf, vv.buf, (long long *)vi.buf);
-        if (ts)
-            PyEval_RestoreThread(ts);
-        res = Py_NewRef(ok ? Py_True : Py_False);
-    }
+    int ok;
+    WITHOUT_GIL(N * C * H * W,
+                ok = (k == 'f' ? max_pool_tiled_f : max_pool_tiled_d)(
+                    N * C, H, W, kh, kw, ho, wo, v[0].buf, v[1].buf, (long long *)v[2].buf));
+    res = Py_NewRef(ok ? Py_True : Py_False);
 done:
-    PyBuffer_Release(&vx);
-    PyBuffer_Release(&vv);
-    PyBuffer_Release(&vi);
+    release_buffers(v, 3);
     return res;
 }
 
@@ -1789,55 +1820,46 @@ done:
 static PyObject *py_pool_scatter_tiled(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "pool_scatter_tiled";
+    static const BufArg spec[] = {{"out", C_OUT, 4}, {"g", C_IN, 4}, {"idx", C_IN, 4}};
     if (check_nargs(kern, nargs, 3, "g, idx, out") < 0)
         return NULL;
-    Py_buffer vg, vi, vo;
-    if (pool_buffer(kern, "g", args[0], PyBUF_C_CONTIGUOUS, 4, &vg) < 0)
+    PyObject *objs[] = {args[2], args[0], args[1]};
+    Py_buffer v[3];     /* out, g, idx */
+    if (take_buffers(kern, objs, spec, 3, v) < 0)
         return NULL;
-    if (pool_buffer(kern, "idx", args[1], PyBUF_C_CONTIGUOUS, 4, &vi) < 0) {
-        PyBuffer_Release(&vg);
-        return NULL;
-    }
-    if (pool_buffer(kern, "out", args[2], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 4, &vo) < 0) {
-        PyBuffer_Release(&vg);
-        PyBuffer_Release(&vi);
-        return NULL;
-    }
     PyObject *res = NULL;
-    char kg = pool_kind(&vg);
-    if (!kg || kg == 'q' || pool_kind(&vo) != kg || pool_kind(&vi) != 'q') {
+    char k = float_kind(v, 2);
+    if (!k || buf_kind(&v[2]) != 'q') {
         res = Py_NewRef(Py_False);
         goto done;
     }
     int same = 1;
     for (int d = 0; d < 4; d++)
-        same &= vg.shape[d] == vi.shape[d];
-    if (!same || vo.shape[0] != vg.shape[0] || vo.shape[1] != vg.shape[1]) {
+        same &= v[1].shape[d] == v[2].shape[d];
+    if (!same || v[0].shape[0] != v[1].shape[0] || v[0].shape[1] != v[1].shape[1]) {
         PyErr_Format(PyExc_ValueError, "%s: g, idx and out shapes do not match", kern);
         goto done;
     }
     {
-        Py_ssize_t planes = vg.shape[0] * vg.shape[1], k = vg.shape[2] * vg.shape[3];
-        Py_ssize_t m = vo.shape[2] * vo.shape[3];
-        const long long *ip = (const long long *)vi.buf;
+        Py_ssize_t planes = v[1].shape[0] * v[1].shape[1], n = v[1].shape[2] * v[1].shape[3];
+        Py_ssize_t m = v[0].shape[2] * v[0].shape[3];
+        const long long *ip = (const long long *)v[2].buf;
         for (Py_ssize_t p = 0; p < planes; p++)
-            for (Py_ssize_t j = 0; j < k; j++) {
-                long long t = ip[p * k + j];
+            for (Py_ssize_t j = 0; j < n; j++) {
+                long long t = ip[p * n + j];
                 if (t < 0 || t >= m) {
                     PyErr_Format(PyExc_IndexError, "%s: index %lld outside a plane of %zd", kern, t, m);
                     goto done;
                 }
-                if (kg == 'f')
-                    ((float *)vo.buf)[p * m + t] = ((const float *)vg.buf)[p * k + j];
+                if (k == 'f')
+                    ((float *)v[0].buf)[p * m + t] = ((const float *)v[1].buf)[p * n + j];
                 else
-                    ((double *)vo.buf)[p * m + t] = ((const double *)vg.buf)[p * k + j];
+                    ((double *)v[0].buf)[p * m + t] = ((const double *)v[1].buf)[p * n + j];
             }
     }
     res = Py_NewRef(Py_True);
 done:
-    PyBuffer_Release(&vg);
-    PyBuffer_Release(&vi);
-    PyBuffer_Release(&vo);
+    release_buffers(v, 3);
     return res;
 }
 
@@ -1987,45 +2009,32 @@ static Py_ssize_t conv_len(Py_ssize_t n, Py_ssize_t k, Py_ssize_t s, Py_ssize_t 
 static PyObject *py_im2col2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "im2col2d";
-    if (check_nargs(kern, nargs, 10, "x, cols, kh, kw, sh, sw, ph, pw, dh, dw") < 0)
-        return NULL;
+    static const BufArg spec[] = {{"x", C_IN, 4}, {"cols", C_OUT, 6}};
     Geom2 g;
-    if (geom2(kern, args + 2, &g) < 0)
+    Py_buffer v[2];
+    if (check_nargs(kern, nargs, 10, "x, cols, kh, kw, sh, sw, ph, pw, dh, dw") < 0
+        || geom2(kern, args + 2, &g) < 0 || take_buffers(kern, args, spec, 2, v) < 0)
         return NULL;
-    Py_buffer vx, vc;
-    if (pool_buffer(kern, "x", args[0], PyBUF_C_CONTIGUOUS, 4, &vx) < 0)
-        return NULL;
-    if (pool_buffer(kern, "cols", args[1], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 6, &vc) < 0) {
-        PyBuffer_Release(&vx);
-        return NULL;
-    }
     PyObject *res = NULL;
-    char kx = pool_kind(&vx);
-    Py_ssize_t N = vx.shape[0], C = vx.shape[1], H = vx.shape[2], W = vx.shape[3];
+    char k = float_kind(v, 2);
+    Py_ssize_t N = v[0].shape[0], C = v[0].shape[1], H = v[0].shape[2], W = v[0].shape[3];
     Py_ssize_t OH = conv_len(H, g.kh, g.sh, g.ph, g.dh), OW = conv_len(W, g.kw, g.sw, g.pw, g.dw);
-    if (!kx || kx == 'q' || pool_kind(&vc) != kx) {
+    const Py_ssize_t *cs = v[1].shape;
+    if (!k) {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    if (OH < 1 || OW < 1 || vc.shape[0] != N || vc.shape[1] != C || vc.shape[2] != g.kh
-        || vc.shape[3] != g.kw || vc.shape[4] != OH || vc.shape[5] != OW) {
+    if (OH < 1 || OW < 1 || cs[0] != N || cs[1] != C || cs[2] != g.kh || cs[3] != g.kw
+        || cs[4] != OH || cs[5] != OW) {
         PyErr_Format(PyExc_ValueError, "%s: cols must be (%zd, %zd, %zd, %zd, %zd, %zd)", kern, N, C,
                      g.kh, g.kw, OH, OW);
         goto done;
     }
-    {
-        PyThreadState *ts = vc.len / vc.itemsize >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
-        if (kx == 'f')
-            im2col_f(N * C, H, W, OH, OW, &g, vx.buf, vc.buf);
-        else
-            im2col_d(N * C, H, W, OH, OW, &g, vx.buf, vc.buf);
-        if (ts)
-            PyEval_RestoreThread(ts);
-    }
+    WITHOUT_GIL(v[1].len / v[1].itemsize,
+                (k == 'f' ? im2col_f : im2col_d)(N * C, H, W, OH, OW, &g, v[0].buf, v[1].buf));
     res = Py_NewRef(Py_True);
 done:
-    PyBuffer_Release(&vx);
-    PyBuffer_Release(&vc);
+    release_buffers(v, 2);
     return res;
 }
 
@@ -2036,46 +2045,33 @@ done:
 static PyObject *py_col2im2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "col2im2d";
-    if (check_nargs(kern, nargs, 10, "dc, out, kh, kw, sh, sw, ph, pw, dh, dw") < 0)
-        return NULL;
+    static const BufArg spec[] = {{"dc", C_IN, 5}, {"out", C_OUT, 4}};
     Geom2 g;
-    if (geom2(kern, args + 2, &g) < 0)
+    Py_buffer v[2];
+    if (check_nargs(kern, nargs, 10, "dc, out, kh, kw, sh, sw, ph, pw, dh, dw") < 0
+        || geom2(kern, args + 2, &g) < 0 || take_buffers(kern, args, spec, 2, v) < 0)
         return NULL;
-    Py_buffer vd, vo;
-    if (pool_buffer(kern, "dc", args[0], PyBUF_C_CONTIGUOUS, 5, &vd) < 0)
-        return NULL;
-    if (pool_buffer(kern, "out", args[1], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 4, &vo) < 0) {
-        PyBuffer_Release(&vd);
-        return NULL;
-    }
     PyObject *res = NULL;
-    char kd = pool_kind(&vd);
-    Py_ssize_t N = vo.shape[0], C = vo.shape[1], H = vo.shape[2], W = vo.shape[3];
-    Py_ssize_t OH = vd.shape[3], OW = vd.shape[4];
-    if (!kd || kd == 'q' || pool_kind(&vo) != kd) {
+    char k = float_kind(v, 2);
+    const Py_ssize_t *ds = v[0].shape;
+    Py_ssize_t N = v[1].shape[0], C = v[1].shape[1], H = v[1].shape[2], W = v[1].shape[3];
+    Py_ssize_t OH = ds[3], OW = ds[4];
+    if (!k) {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    if (vd.shape[0] != N || vd.shape[1] != g.kh * g.kw || vd.shape[2] != C
+    if (ds[0] != N || ds[1] != g.kh * g.kw || ds[2] != C
         || (OH - 1) * g.sh + g.dh * (g.kh - 1) + 1 > H + 2 * g.ph + g.sh
         || (OW - 1) * g.sw + g.dw * (g.kw - 1) + 1 > W + 2 * g.pw + g.sw) {
         PyErr_Format(PyExc_ValueError, "%s: dc (%zd, %zd, %zd, %zd, %zd) does not fit out (%zd, %zd, "
-                     "%zd, %zd)", kern, vd.shape[0], vd.shape[1], vd.shape[2], OH, OW, N, C, H, W);
+                     "%zd, %zd)", kern, ds[0], ds[1], ds[2], OH, OW, N, C, H, W);
         goto done;
     }
-    {
-        PyThreadState *ts = vd.len / vd.itemsize >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
-        if (kd == 'f')
-            col2im_f(N, C, H, W, OH, OW, &g, vd.buf, vo.buf);
-        else
-            col2im_d(N, C, H, W, OH, OW, &g, vd.buf, vo.buf);
-        if (ts)
-            PyEval_RestoreThread(ts);
-    }
+    WITHOUT_GIL(v[0].len / v[0].itemsize,
+                (k == 'f' ? col2im_f : col2im_d)(N, C, H, W, OH, OW, &g, v[0].buf, v[1].buf));
     res = Py_NewRef(Py_True);
 done:
-    PyBuffer_Release(&vd);
-    PyBuffer_Release(&vo);
+    release_buffers(v, 2);
     return res;
 }
 
@@ -2115,58 +2111,32 @@ KCLONES static void outer_d(Py_ssize_t m, Py_ssize_t n, const char *a, Py_ssize_
  * writing nothing, for other dtypes or a strided b (the caller multiplies in NumPy). */
 static PyObject *py_outer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("outer", nargs, 3, "a, b, out") < 0)
+    const char *kern = "outer";
+    static const BufArg spec[] = {{"a", PyBUF_STRIDES, 2}, {"b", PyBUF_STRIDES, 2}, {"out", C_OUT, 2}};
+    Py_buffer v[3];
+    if (check_nargs(kern, nargs, 3, "a, b, out") < 0 || take_buffers(kern, args, spec, 3, v) < 0)
         return NULL;
-    Py_buffer va, vb, vo;
-    int held = 0;
     PyObject *res = NULL;
-    if (PyObject_GetBuffer(args[0], &va, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 1;
-    if (PyObject_GetBuffer(args[1], &vb, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 2;
-    if (PyObject_GetBuffer(args[2], &vo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 3;
-    if (va.ndim != 2 || vb.ndim != 2 || vo.ndim != 2 || va.shape[1] != 1 || vb.shape[0] != 1
-        || vo.shape[0] != va.shape[0] || vo.shape[1] != vb.shape[1]) {
+    Py_ssize_t m = v[0].shape[0], n = v[1].shape[1];
+    if (v[0].shape[1] != 1 || v[1].shape[0] != 1 || v[2].shape[0] != m || v[2].shape[1] != n) {
         PyErr_SetString(PyExc_ValueError, "outer: expected a (M, 1), b (1, N) and out (M, N)");
         goto done;
     }
-    int f32 = va.itemsize == 4 && is_fmt(va.format, 'f');
-    int f64 = va.itemsize == 8 && is_fmt(va.format, 'd');
-    char want = f32 ? 'f' : 'd';
-    Py_ssize_t m = va.shape[0], n = vb.shape[1];
-    if (!(f32 || f64) || vb.itemsize != va.itemsize || vo.itemsize != va.itemsize
-        || !is_fmt(vb.format, want) || !is_fmt(vo.format, want)
-        || (n > 1 && vb.strides[1] != vb.itemsize)
-        || ((uintptr_t)va.buf | (uintptr_t)vb.buf | (uintptr_t)vo.buf) % (uintptr_t)va.itemsize) {
+    char k = float_kind(v, 3);
+    if (!k || (n > 1 && v[1].strides[1] != v[1].itemsize)
+        || ((uintptr_t)v[0].buf | (uintptr_t)v[1].buf | (uintptr_t)v[2].buf) % (uintptr_t)v[0].itemsize) {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    {
-        PyThreadState *ts = m * n >= GIL_FREE_ELEMENTS ? PyEval_SaveThread() : NULL;
-        if (f32)
-            outer_f(m, n, (const char *)va.buf, va.strides[0], (const float *)vb.buf, (float *)vo.buf);
-        else
-            outer_d(m, n, (const char *)va.buf, va.strides[0], (const double *)vb.buf, (double *)vo.buf);
-        if (ts)
-            PyEval_RestoreThread(ts);
-    }
+    if (k == 'f')
+        WITHOUT_GIL(m * n, outer_f(m, n, (const char *)v[0].buf, v[0].strides[0],
+                                   (const float *)v[1].buf, (float *)v[2].buf));
+    else
+        WITHOUT_GIL(m * n, outer_d(m, n, (const char *)v[0].buf, v[0].strides[0],
+                                   (const double *)v[1].buf, (double *)v[2].buf));
     res = Py_NewRef(Py_True);
-    goto done;
-bad:
-    PyErr_Clear();
-    PyErr_SetString(PyExc_TypeError, held < 2 ? "outer: a and b must be arrays"
-                                              : "outer: out must be a writable, C-contiguous array");
 done:
-    if (held >= 3)
-        PyBuffer_Release(&vo);
-    if (held >= 2)
-        PyBuffer_Release(&vb);
-    if (held >= 1)
-        PyBuffer_Release(&va);
+    release_buffers(v, 3);
     return res;
 }
 
@@ -2260,72 +2230,48 @@ static int gemm_layout(const Py_buffer *v, Py_ssize_t r, Py_ssize_t c, int *ld)
  * fit CBLAS's int, or the dtypes are other; TypeError / ValueError for malformed calls. */
 static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("gemm", nargs, 3, "a, b, out") < 0)
+    const char *kern = "gemm";
+    static const BufArg spec[] = {{"a", PyBUF_STRIDES, 2}, {"b", PyBUF_STRIDES, 2}, {"out", C_OUT, 2}};
+    if (check_nargs(kern, nargs, 3, "a, b, out") < 0)
         return NULL;
     if (blas_handle == NULL)
         Py_RETURN_FALSE;
-    Py_buffer va, vb, vo;
-    int held = 0;
+    Py_buffer v[3];
+    if (take_buffers(kern, args, spec, 3, v) < 0)
+        return NULL;
     PyObject *res = NULL;
-    if (PyObject_GetBuffer(args[0], &va, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 1;
-    if (PyObject_GetBuffer(args[1], &vb, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 2;
-    if (PyObject_GetBuffer(args[2], &vo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
-        goto bad;
-    held = 3;
-    if (va.ndim != 2 || vb.ndim != 2 || vo.ndim != 2) {
-        PyErr_SetString(PyExc_ValueError, "gemm: a, b and out must be 2-D");
-        goto done;
-    }
-    int f32 = va.itemsize == 4 && is_fmt(va.format, 'f');
-    int f64 = va.itemsize == 8 && is_fmt(va.format, 'd');
-    char want = f32 ? 'f' : 'd';
-    if (!(f32 || f64) || vb.itemsize != va.itemsize || vo.itemsize != va.itemsize
-        || !is_fmt(vb.format, want) || !is_fmt(vo.format, want)) {
+    char k = float_kind(v, 3);
+    Py_ssize_t M = v[0].shape[0], K = v[0].shape[1], N = v[1].shape[1];
+    if (!k) {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    Py_ssize_t M = va.shape[0], K = va.shape[1], N = vb.shape[1];
-    if (vb.shape[0] != K || vo.shape[0] != M || vo.shape[1] != N) {
+    if (v[1].shape[0] != K || v[2].shape[0] != M || v[2].shape[1] != N) {
         PyErr_Format(PyExc_ValueError, "gemm: shapes (%zd, %zd) @ (%zd, %zd) -> (%zd, %zd) do not match",
-                     M, K, vb.shape[0], N, vo.shape[0], vo.shape[1]);
+                     M, K, v[1].shape[0], N, v[2].shape[0], v[2].shape[1]);
         goto done;
     }
     int lda, ldb;
-    int ta = gemm_layout(&va, M, K, &lda), tb = gemm_layout(&vb, K, N, &ldb);
+    int ta = gemm_layout(&v[0], M, K, &lda), tb = gemm_layout(&v[1], K, N, &ldb);
     if (!ta || !tb || M <= 0 || N <= 0 || K <= 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX
-        || ((uintptr_t)va.buf | (uintptr_t)vb.buf | (uintptr_t)vo.buf) % (uintptr_t)va.itemsize) {
+        || ((uintptr_t)v[0].buf | (uintptr_t)v[1].buf | (uintptr_t)v[2].buf) % (uintptr_t)v[0].itemsize) {
         res = Py_NewRef(Py_False);
         goto done;
     }
-    {
-        /* release the GIL for products worth it (~0.1 us against a ~1 us product) */
-        PyThreadState *ts = (double)M * N * K >= 65536.0 ? PyEval_SaveThread() : NULL;
-        if (f32)
-            blas_sgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)va.buf,
-                       lda, (const float *)vb.buf, ldb, 0.0f, (float *)vo.buf, (int)N);
-        else
-            blas_dgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)va.buf,
-                       lda, (const double *)vb.buf, ldb, 0.0, (double *)vo.buf, (int)N);
-        if (ts)
-            PyEval_RestoreThread(ts);
-    }
+    /* the GIL is released for products worth it (~0.1 us against a ~1 us product) */
+    if (k == 'f')
+        WITHOUT_GIL((double)M * N * K / 4,
+                    blas_sgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0f,
+                               (const float *)v[0].buf, lda, (const float *)v[1].buf, ldb, 0.0f,
+                               (float *)v[2].buf, (int)N));
+    else
+        WITHOUT_GIL((double)M * N * K / 4,
+                    blas_dgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0,
+                               (const double *)v[0].buf, lda, (const double *)v[1].buf, ldb, 0.0,
+                               (double *)v[2].buf, (int)N));
     res = Py_NewRef(Py_True);
-    goto done;
-bad:   /* NumPy says BufferError, ValueError or TypeError; say which argument and what it needs */
-    PyErr_Clear();
-    PyErr_SetString(PyExc_TypeError, held < 2 ? "gemm: a and b must be arrays"
-                                              : "gemm: out must be a writable, C-contiguous array");
 done:
-    if (held >= 3)
-        PyBuffer_Release(&vo);
-    if (held >= 2)
-        PyBuffer_Release(&vb);
-    if (held >= 1)
-        PyBuffer_Release(&va);
+    release_buffers(v, 3);
     return res;
 }
 
