@@ -1364,6 +1364,28 @@ static int intp_view(PyObject *o, Py_buffer *v) {
     return 1;
 }
 
+/* The member positions p of a plan entry: a slice (*start, *step, *n of them) or an intp
+ * array, then viewed in *pv (*have_pv set, *idx its elements, *n its length).  0, nothing held,
+ * where p is neither. */
+static int plan_positions(PyObject *p, Py_ssize_t B, Py_ssize_t *start, Py_ssize_t *step,
+                          Py_ssize_t *n, const Py_ssize_t **idx, Py_buffer *pv, int *have_pv) {
+    if (PySlice_Check(p)) {
+        Py_ssize_t stop;
+        if (PySlice_Unpack(p, start, &stop, step) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        *n = PySlice_AdjustIndices(B, start, &stop, *step);
+        return 1;
+    }
+    *have_pv = intp_view(p, pv);
+    if (!*have_pv)
+        return 0;
+    *idx = pv->buf;
+    *n = pv->shape[0];
+    return 1;
+}
+
 static PyObject *fill(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 4) {
         PyErr_SetString(PyExc_TypeError, "fill(out, sources, rows, pos)");
@@ -1395,22 +1417,8 @@ static PyObject *fill(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             PyObject *r = PyTuple_GET_ITEM(rows, s), *p = PyTuple_GET_ITEM(poss, s);
             Py_ssize_t start = 0, step = 1, np_ = 0;
             const Py_ssize_t *pidx = NULL, *ridx = NULL;
-            if (ok && PySlice_Check(p)) {
-                Py_ssize_t stop;
-                if (PySlice_Unpack(p, &start, &stop, &step) < 0) {
-                    PyErr_Clear();
-                    ok = 0;
-                } else {
-                    np_ = PySlice_AdjustIndices(B, &start, &stop, step);
-                }
-            } else if (ok) {
-                have_p = intp_view(p, &pv);
-                ok = have_p;
-                if (ok) {
-                    pidx = pv.buf;
-                    np_ = pv.shape[0];
-                }
-            }
+            if (ok)
+                ok = plan_positions(p, B, &start, &step, &np_, &pidx, &pv, &have_p);
             Py_ssize_t nsrc = 0;
             if (ok && r == Py_None) {
                 ok = sv.len == rb;
@@ -1502,22 +1510,8 @@ static PyObject *scatter(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             Py_ssize_t nz = ok ? zv.len / rb : 0;
             Py_ssize_t start = 0, step = 1, np_ = 0;
             const Py_ssize_t *pidx = NULL, *ridx = NULL;
-            if (ok && PySlice_Check(p)) {
-                Py_ssize_t stop;
-                if (PySlice_Unpack(p, &start, &stop, &step) < 0) {
-                    PyErr_Clear();
-                    ok = 0;
-                } else {
-                    np_ = PySlice_AdjustIndices(B, &start, &stop, step);
-                }
-            } else if (ok) {
-                have_p = intp_view(p, &pv);
-                ok = have_p;
-                if (ok) {
-                    pidx = pv.buf;
-                    np_ = pv.shape[0];
-                }
-            }
+            if (ok)
+                ok = plan_positions(p, B, &start, &step, &np_, &pidx, &pv, &have_p);
             int have_r = ok ? intp_view(r, &rv) : 0;
             ok = ok && have_r && rv.shape[0] == np_;
             if (ok) ridx = rv.buf;
