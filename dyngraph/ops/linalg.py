@@ -10,6 +10,7 @@ from .._core.state import STATE
 from ..errors import LinAlgError
 from ..tensor import Tensor
 from ._gemm import MIN_ROWS as _GEMM_ROWS
+from ._gemm import MIN_WORK as _GEMM_WORK
 from ._gemm import matmul2d
 from ._util import compiled_kernels
 from .registry import primitive
@@ -81,7 +82,7 @@ def mm_rule(a, b):
                     if _K_OUTER.outer(a, b, out):   # the multiply's values, ~3x faster
                         return out
                 return a * b
-            if a.shape[0] >= _GEMM_ROWS:
+            if a.shape[0] >= _GEMM_ROWS and a.size * b.shape[1] >= _GEMM_WORK:
                 return matmul2d(a, b)
         return a @ b
     return matmul_p(a, b)
@@ -95,7 +96,8 @@ def matmul_p(x, y):
             f"{_cname(y.dtype)} (shapes {list(x.shape)} and {list(y.shape)}); convert one "
             "operand with .to(other.dtype)")
     try:
-        if x.ndim == 2 and y.ndim == 2 and x.shape[0] >= _GEMM_ROWS:
+        if x.ndim == 2 and y.ndim == 2 and x.shape[0] >= _GEMM_ROWS \
+                and x.size * y.shape[1] >= _GEMM_WORK:
             return matmul2d(x, y)   # MKL where it is installed (ops/_gemm.py)
         return np.matmul(x, y)
     except ValueError:

@@ -15,6 +15,7 @@ import numpy as np
 from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
 from ._gemm import MIN_ROWS as _GEMM_ROWS
+from ._gemm import MIN_WORK as _GEMM_WORK
 from ._gemm import matmul2d, try_gemm
 from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
@@ -198,7 +199,8 @@ def linear_p(x, w, b=None):
         if x.shape[1] == 1:
             out = x * w.T
         else:
-            out = try_gemm(x, w.T) if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 else None
+            out = try_gemm(x, w.T) if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 \
+                and x.size * w.shape[0] >= _GEMM_WORK else None
             if out is None:
                 out = np.dot(x, w.T)
     else:
