@@ -16,4 +16,5 @@ setup(ext_modules=[Extension("dyngraph._speedups", ["dyngraph/_speedups.c"], opt
                    Extension("dyngraph._autobatch", ["dyngraph/_autobatch.c"], optional=True,
                              extra_compile_args=["-O2"]),
                    Extension("dyngraph._kernels", ["dyngraph/_kernels.c"], optional=True,
-                             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"])])
+                             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math",
+                                                 "-fno-math-errno"])])

@@ -2077,6 +2077,86 @@ done:
 
 /* ==== end of im2col2d / col2im2d ==== */
 
+/* ==== Adam step (optim/adam.py, no AMSGrad): one pass instead of NumPy's twelve ==== */
+
+/* The NumPy lines of Adam._step_group, element by element in the arrays' precision with the
+ * same roundings (each operation rounded once, no fused multiply-add, the Python-float
+ * hyperparameters cast to the arrays' dtype first as NumPy does with a scalar operand):
+ *   m += (g - m) * w1;  v *= b2;  v += (g * g) * c2;
+ *   p -= (m / (sqrt(v) / bc2 + eps)) * step
+ * with w1 = 1 - beta1, b2 = beta2, c2 = 1 - beta2, bc2 = sqrt(1 - beta2^t), step = lr / (1 -
+ * beta1^t).  One read of p, g, m, v and one write of p, m, v. */
+#define ADAM_LOOP(T)                                                                        \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                    \
+        T gi = g[i];                                                                        \
+        T mi = m[i] + (gi - m[i]) * w1;                                                     \
+        T vi = v[i] * b2;                                                                   \
+        vi = vi + (gi * gi) * c2;                                                           \
+        m[i] = mi;                                                                          \
+        v[i] = vi;                                                                          \
+        T den = KSQRT(vi) / bc2 + eps;                                                      \
+        p[i] = p[i] - (mi / den) * step;                                                    \
+    }
+
+#define KSQRT sqrtf
+KCLONES static void adam_step_f(Py_ssize_t n, float *restrict p, const float *restrict g,
+                                float *restrict m, float *restrict v, float w1, float b2, float c2,
+                                float bc2, float eps, float step)
+{
+    ADAM_LOOP(float)
+}
+#undef KSQRT
+#define KSQRT sqrt
+KCLONES static void adam_step_d(Py_ssize_t n, double *restrict p, const double *restrict g,
+                                double *restrict m, double *restrict v, double w1, double b2,
+                                double c2, double bc2, double eps, double step)
+{
+    ADAM_LOOP(double)
+}
+#undef KSQRT
+#undef ADAM_LOOP
+
+/* adam_step(p, g, m, v, w1, b2, c2, bc2, eps, step): p, m and v in place (see above); p, g,
+ * m, v C-contiguous arrays of one float dtype and size, four separate memories (ValueError
+ * otherwise, before anything is written) */
+static PyObject *py_adam_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *kern = "adam_step";
+    static const char *const names[] = {"p", "g", "m", "v"};
+    Py_buffer v[4];
+    int held = 0;
+    PyObject *res = NULL;
+    if (check_nargs(kern, nargs, 10, "p, g, m, v, w1, b2, c2, bc2, eps, step") < 0)
+        return NULL;
+    double h[6];
+    for (int k = 0; k < 6; k++) {
+        h[k] = PyFloat_AsDouble(args[4 + k]);
+        if (h[k] == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    int f32 = update_buffers(kern, args, 4, names, v, &held);
+    if (f32 < 0)
+        goto done;
+    {
+        Py_ssize_t n = v[0].len / v[0].itemsize;
+        if (f32)
+            WITHOUT_GIL(n, adam_step_f(n, (float *)v[0].buf, (const float *)v[1].buf, (float *)v[2].buf,
+                                       (float *)v[3].buf, (float)h[0], (float)h[1], (float)h[2],
+                                       (float)h[3], (float)h[4], (float)h[5]));
+        else
+            WITHOUT_GIL(n, adam_step_d(n, (double *)v[0].buf, (const double *)v[1].buf,
+                                       (double *)v[2].buf, (double *)v[3].buf, h[0], h[1], h[2], h[3],
+                                       h[4], h[5]));
+    }
+    res = Py_NewRef(Py_None);
+done:
+    while (held > 0)
+        PyBuffer_Release(&v[--held]);
+    return res;
+}
+
+/* ==== end of the Adam step ==== */
+
 /* ==== outer(a, b, out): the K == 1 product (M, 1) @ (1, N), ops/linalg.py mm_rule ==== */
 
 /* The weight gradient of a one-row `linear` (every per-step cell, every per-node gate) is an
@@ -2609,6 +2689,9 @@ static PyMethodDef methods[] = {
     {"col2im2d", (PyCFunction)(void (*)(void))py_col2im2d, METH_FASTCALL,
      "col2im2d(dc, out, kh, kw, sh, sw, ph, pw, dh, dw) -> bool: out (N, C, H, W) <- the columns\n"
      "dc (N, kh * kw, C, OH, OW) summed at their input positions (im2col2d's adjoint)."},
+    {"adam_step", (PyCFunction)(void (*)(void))py_adam_step, METH_FASTCALL,
+     "adam_step(p, g, m, v, w1, b2, c2, bc2, eps, step): one Adam update of p, m, v in place\n"
+     "(optim/adam.py's NumPy lines, the same roundings)."},
     {"outer", (PyCFunction)(void (*)(void))py_outer, METH_FASTCALL,
      "outer(a, b, out) -> bool: out <- a * b for a (M, 1), b (1, N) with contiguous elements,\n"
      "out (M, N) C-contiguous, one float dtype (the multiply's values); False otherwise."},

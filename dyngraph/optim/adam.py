@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops._util import compiled_kernels
 from ._foreach import adam_foreach
 from .optimizer import Optimizer, _buffer, adam_moments_, check_options, grad_of
 
 __all__ = ["Adam", "AdamW"]
+
+# The fused update of dyngraph/_kernels.c (adam_step), or None: the NumPy lines stay the
+# reference (the pure-Python pass, AMSGrad, other dtypes and layouts).
+_K_ADAM = compiled_kernels("adam_step")
+_FUSED_DT = (np.dtype(np.float32), np.dtype(np.float64))
+_NUMBERS = (float, int)
+
+
+def _fusable(d, g, m, v, lr, beta1, beta2, eps) -> bool:
+    """The compiled step applies: plain-number hyperparameters, one float dtype, C-contiguous
+    arrays of one shape (separate memory is the kernel's own test)."""
+    return (type(lr) in _NUMBERS and type(beta1) in _NUMBERS and type(beta2) in _NUMBERS
+            and type(eps) in _NUMBERS and type(d) is np.ndarray and type(g) is np.ndarray
+            and d.dtype in _FUSED_DT and g.dtype == d.dtype and m.dtype == d.dtype
+            and v.dtype == d.dtype and g.shape == d.shape and m.shape == d.shape
+            and d.flags.c_contiguous and g.flags.c_contiguous and m.flags.c_contiguous
+            and v.flags.c_contiguous)
 
 
 class Adam(Optimizer):
@@ -59,10 +77,19 @@ class Adam(Optimizer):
                 d *= 1 - lr * wd
             m = st["exp_avg"]._data
             v = st["exp_avg_sq"]._data
-            sq = adam_moments_(m, v, g, beta1, beta2)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
             step_size = lr / bias_correction1
+            if not amsgrad and _K_ADAM is not None and _fusable(d, g, m, v, lr, beta1, beta2, eps):
+                # one compiled pass over p, g, m, v with the same roundings as the NumPy lines
+                # below (twelve passes and two temporaries)
+                try:
+                    _K_ADAM.adam_step(d, g, m, v, 1 - beta1, beta2, 1 - beta2,
+                                      bias_correction2_sqrt, eps, step_size)
+                    continue
+                except ValueError:   # g shares memory with p, m or v: the NumPy lines
+                    pass
+            sq = adam_moments_(m, v, g, beta1, beta2)
             if amsgrad:
                 vmax = st["max_exp_avg_sq"]._data
                 np.maximum(vmax, v, out=vmax)
