@@ -251,3 +251,25 @@ def test_matmul_batched_and_convolution_through_mkl_match_torch(single_thread):
         res.append([y.detach().numpy(), X.grad.numpy(), W.grad.numpy()])
     for d, t in zip(*res, strict=True):
         np.testing.assert_allclose(d, t, rtol=1e-11, atol=1e-11)
+
+
+def test_an_incomplete_mkl_install_is_not_opened(tmp_path):
+    """libmkl_rt without libmkl_core / libmkl_sequential beside it would end the process at the
+    first product (MKL's fatal error): it is skipped with a warning instead."""
+    lone = tmp_path / "libmkl_rt.so.3"
+    lone.write_bytes(b"")
+    assert _gemm._missing_parts(str(lone)) == ["libmkl_core", "libmkl_sequential"]
+    (tmp_path / "libmkl_core.so.3").write_bytes(b"")
+    (tmp_path / "libmkl_sequential.so.3").write_bytes(b"")
+    assert _gemm._missing_parts(str(lone)) == []
+    assert _gemm._missing_parts("/opt/other/libopenblas.so") == []
+    if K is None:
+        pytest.skip("the library is only opened through dyngraph._kernels")
+    code = ("import warnings, dyngraph.ops._gemm as g; g.set_single_thread(True)\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always'); print(g.library(), len(w))")
+    env = dict(os.environ, DYNGRAPH_BLAS=str(lone))
+    (tmp_path / "libmkl_core.so.3").unlink()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.split() == ["None", "1"]

@@ -97,6 +97,17 @@ def find_library() -> str | None:
     return None
 
 
+def _missing_parts(path: str) -> list:
+    """The libraries MKL's dispatcher loads on its first call that are not beside ``path``:
+    without them MKL prints a fatal error and ends the process, which no caller could catch.
+    Only checked for ``libmkl_rt``; another CBLAS named by ``DYNGRAPH_BLAS`` is trusted."""
+    if not os.path.basename(path).startswith("libmkl_rt"):
+        return []
+    here = os.path.dirname(path)
+    return [name for name in ("libmkl_core", "libmkl_sequential")
+            if not glob.glob(os.path.join(here, name + ".so*"))]
+
+
 def _open() -> None:
     global _library, _tried
     _tried = True
@@ -104,6 +115,13 @@ def _open() -> None:
         return
     path = find_library()
     if path is None:
+        return
+    missing = _missing_parts(path)
+    if missing:
+        import warnings  # noqa: PLC0415  (only on this rare path)
+        warnings.warn(f"dyngraph: {path!r} lacks {', '.join(missing)} beside it; matrix products "
+                      "use NumPy's BLAS (reinstall mkl, or set DYNGRAPH_BLAS=numpy to silence "
+                      "this)", RuntimeWarning, stacklevel=3)
         return
     try:
         _K.blas_load(path, _SEQUENTIAL_LAYER)
