@@ -273,3 +273,16 @@ def test_an_incomplete_mkl_install_is_not_opened(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.split() == ["None", "1"]
+
+
+def test_backends_mkl_reports_the_library(monkeypatch, single_thread):
+    monkeypatch.setenv("DYNGRAPH_BLAS", "numpy")
+    assert dg.backends.mkl.is_available() is dg.backends.mkl._numpy_has_mkl()
+    monkeypatch.delenv("DYNGRAPH_BLAS")
+    if LIB is None or K is None:
+        pytest.skip("no MKL in this environment")
+    assert dg.backends.mkl.is_available()
+    assert dg.backends.mkl.library() == _gemm.library() is not None
+    dg.set_num_threads(2)
+    assert dg.backends.mkl.library() is None       # more than one thread: NumPy's BLAS
+    dg.set_num_threads(1)
