@@ -335,12 +335,17 @@ atanh_p.defvjp(lambda g, out, x: g / (1.0 - x * x))
 tanh_p = Primitive("tanh", np.tanh, promote="float", save_output=True, ufunc=np.tanh)
 
 
+_REUSE_MIN = 1024   # elements: below, the in-place calls' keyword parsing costs more (~0.3 us)
+
+
 def _same_arrays(g, out) -> bool:
-    """A plain backward's arrays of one shape and dtype: the rules below may then reuse their
-    own temporaries (the same operations in the same order, so the same bits)."""
-    # (0-d operands are left out: their products are NumPy scalars, which have no buffer)
-    return (type(g) is np.ndarray and type(out) is np.ndarray and g.shape == out.shape
-            and g.dtype == out.dtype and g.ndim > 0)
+    """A plain backward's arrays of one shape and dtype, large enough that the rules below
+    gain by reusing their own temporaries (the same operations in the same order, so the same
+    bits): float32 (50, 640) tanh vjp 17.2 -> 12.8 us; an (8, 8) or (1, 128) row keeps the
+    expression (1.04 against 1.36 us in place)."""
+    # (0-d operands are left out too: their products are NumPy scalars, which have no buffer)
+    return (type(g) is np.ndarray and type(out) is np.ndarray and g.size >= _REUSE_MIN
+            and g.shape == out.shape and g.dtype == out.dtype)
 
 
 def _tanh_vjp(g, out, x):
