@@ -65,10 +65,11 @@ def mm_rule(a, b):
     gradient of a batch-1 ``linear`` -- is a broadcasting multiply, 5-20x faster than NumPy's
     GEMM for ``(128, 1) @ (1, 128)`` and exactly equal to it (one product per element,
     nothing summed), run by ``_kernels.outer`` where it is built (the same values, ~3x
-    NumPy's multiply); from 3 rows up :func:`~dyngraph.ops._gemm.matmul2d` (MKL where it is
-    installed and BLAS runs one thread); anything else is the ``@`` operator, the cheapest
-    call for small products.  Otherwise (Tensors under ``create_graph``) ``matmul_p``,
-    which binds.
+    NumPy's multiply); products of fewer than ``MIN_WORK`` multiply-adds ``np.dot``, the
+    cheapest call (the same result as ``@``); larger ones from 3 rows up
+    :func:`~dyngraph.ops._gemm.matmul2d` (MKL where it is installed and BLAS runs one
+    thread), else ``@``.  Otherwise (Tensors under ``create_graph``) ``matmul_p``, which
+    binds.
 
     >>> mm_rule(np.ones((3, 1)), np.ones((1, 2))).shape
     (3, 2)
