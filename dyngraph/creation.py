@@ -24,7 +24,7 @@ from .random import rng_of
 from .size import Size
 from .tensor import Tensor
 
-_new = object.__new__
+_make = Tensor._make
 _empty = np.empty
 _array = np.array
 _INT64 = np.dtype(np.int64)
@@ -144,8 +144,7 @@ def _legacy_init(self, *args, dtype=None, requires_grad: bool = False):
     self._vc = None
     self._base = None
     self._hooks = None
-    if len(args) == 1 and isinstance(args[0], Tensor) and dtype is None \
-            and STATE.interpreter is not None:
+    if len(args) == 1 and isinstance(args[0], Tensor) and dtype is None:
         alias(args[0], self)     # Tensor(t) shares t's array: a pending value reaches it too
     if requires_grad:
         self.requires_grad_(True)
@@ -247,18 +246,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
             arr = _array(data, _dt.default_float_np())
         elif tx is int and not requires_grad:
             arr = _array(data, _INT64)
-        if arr is not None:
-            # Tensor._make inlined (a leaf; requires_grad only for a float result)
-            t = _new(Tensor)
-            t._data = arr
-            t._rg = True if requires_grad else False
-            t._fn = None
-            t._nr = 0
-            t._grad = None
-            t._vc = None
-            t._base = None
-            t._hooks = None
-            return t
+        if arr is not None:   # a leaf (requires_grad only reaches here for a float result)
+            return _make(arr, True if requires_grad else False, None, 0)
     return _finish(_to_array(data, dtype, copy=True), device, requires_grad)
 
 

@@ -197,8 +197,7 @@ class Tensor:
     def data(self, value: Tensor) -> None:
         if isinstance(value, Tensor):
             self._data = value._data
-            if STATE.interpreter is not None:
-                alias(value, self)
+            alias(value, self)      # a pending value (dg.autobatch) must reach self too
         else:
             self._data = np.asarray(value)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from .._core.state import STATE, alias
+from .._core.state import alias
 from ..creation import _to_array
 from ..tensor import Tensor, _rebuild
 
@@ -44,8 +44,7 @@ class Parameter(Tensor):
         if isinstance(data, Tensor):
             if data._vc is not None:
                 t._vc = data._vc
-            if STATE.interpreter is not None:
-                alias(data, t)   # shares data's array: a pending value (dg.autobatch) reaches t
+            alias(data, t)   # shares data's array: a pending value (dg.autobatch) reaches t
         if requires_grad:
             if not _dt.is_floating_point_dtype(t._data.dtype):
                 raise RuntimeError(
