@@ -212,14 +212,10 @@ def matmul_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     >>> float(o[1, 2, 3])
     5.0
     """
-    if not active() or b.ndim != 3 or out.ndim != 3 or a.ndim not in (2, 3) \
-            or type(out) is not np.ndarray or not out.flags.c_contiguous \
-            or out.dtype not in _FLOATS or a.dtype != out.dtype or b.dtype != out.dtype:
+    if not active() or b.ndim != 3 or out.ndim != 3 or a.ndim not in (2, 3):
         return np.matmul(a, b, out=out)
     for i in range(b.shape[0]):
-        ai = a if a.ndim == 2 else a[i]
-        if not _K.gemm(ai, b[i], out[i]):
-            np.matmul(ai, b[i], out=out[i])
+        matmul_into(a if a.ndim == 2 else a[i], b[i], out[i])
     return out
 
 
@@ -233,7 +229,8 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     >>> float(o[3, 1])
     3.0
     """
-    if (_active if _active is not None else _decide()) and _K.gemm(a, b, out):
+    if (active() and type(a) is np.ndarray and type(b) is np.ndarray and type(out) is np.ndarray
+            and out.flags.c_contiguous and out.flags.writeable and _K.gemm(a, b, out)):
         return out
     return np.matmul(a, b, out=out)
 
