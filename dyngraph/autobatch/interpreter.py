@@ -568,8 +568,8 @@ class Autobatcher(Interpreter):
                 self.aliases.setdefault(d, []).append(_weakref(t))
             elif interp is not self:
                 interp.on_alias(src, t)    # an outer block's pending value
-        elif self.prev is not None and hasattr(self.prev, "on_alias"):
-            self.prev.on_alias(src, t)
+        else:
+            super().on_alias(src, t)       # an interpreter below (Interpreter passes it down)
 
     # -- the interpreter hooks: every value request forces through concrete() --
     def on_concrete(self, t, why):
