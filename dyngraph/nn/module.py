@@ -204,6 +204,11 @@ def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
 
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """PyTorch's deprecated non-full global backward hook: refused with an error that names
+    the replacement (:func:`register_module_full_backward_hook`).
+
+    >>> dg.nn.module.register_module_backward_hook(print)   # raises NotImplementedError
+    """
     raise NotImplementedError(
         "register_module_backward_hook (the deprecated, non-full hook) is not supported; use "
         "register_module_full_backward_hook, whose grad_input/grad_output are well defined")
