@@ -116,6 +116,11 @@ PHASES = None   # --phases: {"record": [...], "evaluate": [...], "backward": [..
 
 
 def run_dg(trees, vocab, size, group, mode, rounds):
+    return _rounds(dg_pass(trees, vocab, size, group, mode), rounds)
+
+
+def dg_pass(trees, vocab, size, group, mode):
+    """One training pass over ``trees`` (returns sent/s) for the dyngraph row ``mode``."""
     import dyngraph as dg
 
     dg.manual_seed(0)
@@ -169,7 +174,7 @@ def run_dg(trees, vocab, size, group, mode, rounds):
                     PHASES.setdefault(k, []).append(v)
         return len(trees) / (time.process_time() - t0)
 
-    return _rounds(one_pass, rounds)
+    return one_pass
 
 
 def run_torch(trees, vocab, size, rounds):
@@ -193,6 +198,11 @@ def run_torch(trees, vocab, size, rounds):
 
 
 def run_hand(trees, size, batch, rounds):
+    return _rounds(hand_pass(trees, size, batch), rounds)
+
+
+def hand_pass(trees, size, batch):
+    """One training pass of the hand-batched example (returns sent/s)."""
     import dyngraph as dg
     from dyngraph.examples import tree_lstm as ex
 
@@ -214,7 +224,27 @@ def run_hand(trees, size, batch, rounds):
             opt.step()
         return len(sents) / (time.process_time() - t0)
 
-    return _rounds(one_pass, rounds)
+    return one_pass
+
+
+def run_pair(trees, vocab, size, group, hand_batch, rounds):
+    """The cell row and the hand-batched example alternated pass by pass in this process
+    (the machine's load drifts by 10-25% between passes, so rows run one after the other
+    compare badly); returns both medians and the median of the per-pair ratios."""
+    cell = dg_pass(trees, vocab, size, group, "cell")
+    hand = hand_pass(trees, size, hand_batch)
+    cell(), hand()   # warm-up
+    pairs = []
+    for r in range(rounds):
+        if r % 2 == 0:      # the order alternates too (the second pass runs on a warmer heap)
+            a = cell()
+            b = hand()
+        else:
+            b = hand()
+            a = cell()
+        pairs.append((a, b))
+    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+            statistics.median(a / b for a, b in pairs))
 
 
 def run_dynet(trees, vocab, size, group, autobatch, rounds):
@@ -365,6 +395,9 @@ def main() -> None:
     ap.add_argument("--scheduler", default="depth", choices=("depth", "agenda"))
     ap.add_argument("--dynet-autobatch", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--only", default="eager,eager-group,autobatch,cell,hand,torch,dynet,single,tagger,charlm")
+    ap.add_argument("--pair", action="store_true",
+                    help="only the cell row and the hand-batched example, alternated pass by "
+                         "pass for --rounds pairs; prints the median of the per-pair ratios")
     ap.add_argument("--phases", action="store_true",
                     help="cell row: print the CPU seconds of recording, evaluation (forced by "
                          "loss.item()) and backward, minimum over the passes")
@@ -378,6 +411,17 @@ def main() -> None:
     trees, vocab = load(args.trees)
     want = set(args.only.split(","))
     rows = []
+    if args.pair:
+        c, h, ratio = run_pair(trees, vocab, args.size, args.group, args.hand_batch, args.rounds)
+        print(f"Tree-LSTM, SST train first {len(trees)} trees, size {args.size}, float32, one "
+              f"thread, {args.rounds} alternated pairs of passes")
+        print(f"dyngraph autobatch + cell, {args.group} trees per update  {c:9.1f} sent/s")
+        print(f"dyngraph hand-batched example, batch {args.hand_batch}        {h:9.1f} sent/s")
+        print(f"cell / hand-batched, median of the per-pair ratios        {ratio:9.3f}x")
+        if PHASES:
+            print("cell row, CPU s per pass (min over passes incl. warm-up): " + ", ".join(
+                f"{k} {min(v):.3f}" for k, v in PHASES.items()))
+        return
     if "eager" in want:
         rows.append(("dyngraph eager, per tree", run_dg(trees, vocab, args.size, args.group, "eager", args.rounds)))
     if "eager-group" in want:
