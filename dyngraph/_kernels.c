@@ -2304,15 +2304,29 @@ static int gemm_layout(const Py_buffer *v, Py_ssize_t r, Py_ssize_t c, int *ld)
     return 0;
 }
 
-/* gemm(a, b, out) -> bool: out <- a @ b for a (M, K), b (K, N), out (M, N) C-contiguous and
- * writable, all float32 or all float64.  False, writing nothing, when no library is loaded,
- * an operand's layout cannot be passed as it is (see gemm_layout), a size is 0 or does not
- * fit CBLAS's int, or the dtypes are other; TypeError / ValueError for malformed calls. */
+/* gemm(a, b, out[, beta]) -> bool: out <- a @ b + beta * out for a (M, K), b (K, N), out (M, N)
+ * C-contiguous and writable, all float32 or all float64; beta 0 (the default: out's contents
+ * are not read) or 1 (out holds a broadcast bias: the linear forward's addmm, which saves the
+ * separate bias pass and the library's zeroing of out).  False, writing nothing, when no
+ * library is loaded, an operand's layout cannot be passed as it is (see gemm_layout), a size
+ * is 0 or does not fit CBLAS's int, or the dtypes are other; TypeError / ValueError for
+ * malformed calls. */
 static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kern = "gemm";
     static const BufArg spec[] = {{"a", PyBUF_STRIDES, 2}, {"b", PyBUF_STRIDES, 2}, {"out", C_OUT, 2}};
-    if (check_nargs(kern, nargs, 3, "a, b, out") < 0)
+    double beta = 0.0;
+    if (nargs == 4) {
+        beta = PyFloat_AsDouble(args[3]);
+        if (beta == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (beta != 0.0 && beta != 1.0) {
+            PyErr_Format(PyExc_ValueError, "gemm: beta must be 0 or 1, got %g", beta);
+            return NULL;
+        }
+        nargs = 3;
+    }
+    if (check_nargs(kern, nargs, 3, "a, b, out[, beta]") < 0)
         return NULL;
     if (blas_handle == NULL)
         Py_RETURN_FALSE;
@@ -2342,12 +2356,12 @@ static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (k == 'f')
         WITHOUT_GIL((double)M * N * K / 4,
                     blas_sgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0f,
-                               (const float *)v[0].buf, lda, (const float *)v[1].buf, ldb, 0.0f,
+                               (const float *)v[0].buf, lda, (const float *)v[1].buf, ldb, (float)beta,
                                (float *)v[2].buf, (int)N));
     else
         WITHOUT_GIL((double)M * N * K / 4,
                     blas_dgemm(CBLAS_ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, 1.0,
-                               (const double *)v[0].buf, lda, (const double *)v[1].buf, ldb, 0.0,
+                               (const double *)v[0].buf, lda, (const double *)v[1].buf, ldb, beta,
                                (double *)v[2].buf, (int)N));
     res = Py_NewRef(Py_True);
 done:
@@ -2706,8 +2720,9 @@ static PyMethodDef methods[] = {
     {"sgemm_packed", (PyCFunction)(void (*)(void))py_sgemm_packed, METH_FASTCALL,
      "sgemm_packed(a, buf, out, beta) -> out: out <- a @ b + beta * out, b packed in buf (sgemm_pack)."},
     {"gemm", (PyCFunction)(void (*)(void))py_gemm, METH_FASTCALL,
-     "gemm(a, b, out) -> bool: out <- a @ b through the library blas_load opened, for 2-D\n"
-     "float32/float64 operands in C or F order; False (nothing written) otherwise."},
+     "gemm(a, b, out[, beta]) -> bool: out <- a @ b (+ out when beta is 1) through the library\n"
+     "blas_load opened, for 2-D float32/float64 operands in C or F order; False (nothing\n"
+     "written) otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

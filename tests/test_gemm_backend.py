@@ -77,6 +77,16 @@ def test_gemm_rejects_malformed_calls():
         pytest.skip("shape checks run only with a library loaded")
 
 
+@needs_kernels
+def test_gemm_beta_must_be_zero_or_one():
+    a = np.ones((3, 4), np.float32)
+    out = np.empty((3, 3), np.float32)
+    with pytest.raises(ValueError, match="beta must be 0 or 1"):
+        K.gemm(a, a.T, out, 0.5)
+    with pytest.raises(TypeError):
+        K.gemm(a, a.T, out, "one")
+
+
 def test_find_library_honours_the_switch(monkeypatch):
     monkeypatch.setenv("DYNGRAPH_BLAS", "numpy")
     assert _gemm.find_library() is None
@@ -286,3 +296,33 @@ def test_backends_mkl_reports_the_library(monkeypatch, single_thread):
     dg.set_num_threads(2)
     assert dg.backends.mkl.library() is None       # more than one thread: NumPy's BLAS
     dg.set_num_threads(1)
+
+
+@needs_lib
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_inside_the_product(single_thread, dtype):
+    """``try_gemm(a, b, bias)`` writes the bias first and lets the library add the product
+    (beta = 1): the values of ``a @ b + bias`` (rounding aside), 2-D and 3-D linears take it,
+    and a bias it cannot take (another dtype or shape) is refused, not broadcast wrongly."""
+    _loaded()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 96)).astype(dtype)
+    w = rng.standard_normal((70, 96)).astype(dtype)
+    b = rng.standard_normal(70).astype(dtype)
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    out = _gemm.try_gemm(a, w.T, b)
+    assert out is not None and out.dtype == dtype and out.flags.c_contiguous
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64) + b, **tol)
+    assert _gemm.try_gemm(a, w.T, b.astype(np.float16)) is None
+    assert _gemm.try_gemm(a, w.T, b[:69]) is None
+    assert _gemm.try_gemm(a, w.T, b.reshape(1, 70)) is None
+    x3 = rng.standard_normal((4, 10, 96)).astype(dtype)
+    for x in (a, x3):
+        X, W, B = (dg.tensor(v, requires_grad=True) for v in (x, w, b))
+        tX, tW, tB = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+        y, ty = dg.nn.functional.linear(X, W, B), torch.nn.functional.linear(tX, tW, tB)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), **tol)
+        y.tanh().sum().backward()
+        ty.tanh().sum().backward()
+        for g, tg in ((X, tX), (W, tW), (B, tB)):
+            np.testing.assert_allclose(g.grad.numpy(), tg.grad.numpy(), **tol)

@@ -160,10 +160,18 @@ def library() -> str | None:
     return _library if (_decide() if _active is None else _active) else None
 
 
-def try_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """``a @ b`` by MKL for 2-D float arrays where it is installed and applies, else None
-    (the caller then runs its own NumPy call: ``np.dot`` is the cheapest for ``x @ W.T`` on
-    small products, ``@`` for a transposed left operand, where ``np.dot`` is ~25% slower).
+def try_gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray | None:
+    """``a @ b`` (``+ bias``) by MKL for 2-D float arrays where it is installed and applies,
+    else None (the caller then runs its own NumPy call: ``np.dot`` is the cheapest for
+    ``x @ W.T`` on small products, ``@`` for a transposed left operand, where ``np.dot`` is
+    ~25% slower).
+
+    ``bias`` (1-D, ``b``'s columns, the same dtype) is written into the output first and the
+    product added to it by the library (beta = 1, PyTorch's ``addmm``): one pass over the
+    output instead of the library's zeroing plus a separate ``out += bias`` (2-6% of a
+    linear forward, one thread: (128, 784) @ (784, 512) 1084 -> 1061 us, (1000, 128) @
+    (128, 384) 1027 -> 967 us).  The bias is then added before the products' sum is
+    complete, so the last bits may differ from ``a @ b + bias``.
 
     >>> r = try_gemm(np.ones((4, 3)), np.ones((3, 2)))
     >>> r is None or float(r[0, 0]) == 3.0
@@ -180,7 +188,12 @@ def try_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
             or b.shape[0] != k:
         return None
     out = np.empty((m, n), dt)
-    return out if _K.gemm(a, b, out) else None
+    if bias is None:
+        return out if _K.gemm(a, b, out) else None
+    if type(bias) is not np.ndarray or bias.dtype != dt or bias.shape != (n,):
+        return None
+    out[...] = bias
+    return out if _K.gemm(a, b, out, 1.0) else None
 
 
 def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -190,7 +190,13 @@ def linear_p(x, w, b=None):
     if x.ndim > 2:
         # one 2-D GEMM instead of NumPy's loop of small per-batch products (~1.6x faster)
         lead = x.shape[:-1]
-        out = matmul2d(x.reshape(-1, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
+        x2 = x.reshape(-1, x.shape[-1])
+        if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype \
+                and type(x2) is np.ndarray:
+            out = try_gemm(x2, w.T, b)     # the bias inside the product (addmm), see below
+            if out is not None:
+                return out.reshape(lead + (w.shape[0],))
+        out = matmul2d(x2, w.T).reshape(lead + (w.shape[0],))
     elif x.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray:
         # in_features == 1 is an outer product (a multiply); from 3 rows up MKL where it is
         # installed (ops/_gemm.py: OpenBLAS's x @ W.T is up to 1.8x slower); else np.dot,
@@ -199,8 +205,14 @@ def linear_p(x, w, b=None):
         if x.shape[1] == 1:
             out = x * w.T
         else:
-            out = try_gemm(x, w.T) if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 \
-                and x.size * w.shape[0] >= _GEMM_WORK else None
+            out = None
+            if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 and x.size * w.shape[0] >= _GEMM_WORK:
+                # a 1-D bias goes into the library's product (addmm: beta = 1)
+                if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype:
+                    out = try_gemm(x, w.T, b)
+                    if out is not None:
+                        return out
+                out = try_gemm(x, w.T)
             if out is None:
                 out = np.dot(x, w.T)
     else:
