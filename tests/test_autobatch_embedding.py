@@ -108,3 +108,25 @@ def test_hooks_still_run_on_embedding():
         e(dg.tensor([1]))
     e(dg.tensor([2, 3]))
     assert seen == [(1, 4), (2, 4)]
+
+
+def test_one_index_lookups_follow_changed_attributes():
+    """The one-index path shares embedding_p's params per (rows, padding_idx,
+    scale_grad_by_freq): changing an attribute between calls gives the new params, and a
+    one-element index out of range (or negative) raises the lookup's message."""
+    e, _ = _pair()
+    e(dg.tensor([4])).sum().backward()
+    assert e.weight.grad.numpy()[4].all()
+    e.zero_grad()
+    e.padding_idx = 4
+    e(dg.tensor([4])).sum().backward()
+    assert not e.weight.grad.numpy()[4].any()
+    e.zero_grad()
+    e.padding_idx = None
+    e.scale_grad_by_freq = True
+    e(dg.tensor([[4]])).sum().backward()
+    assert e.weight.grad.numpy()[4].all()
+    with pytest.raises(IndexError, match="out of range"):
+        e(dg.tensor([e.num_embeddings]))
+    with pytest.raises(IndexError, match="out of range"):
+        e(dg.tensor([-1]))
