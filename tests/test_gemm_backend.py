@@ -326,3 +326,22 @@ def test_bias_inside_the_product(single_thread, dtype):
         ty.tanh().sum().backward()
         for g, tg in ((X, tX), (W, tW), (B, tB)):
             np.testing.assert_allclose(g.grad.numpy(), tg.grad.numpy(), **tol)
+
+
+@needs_lib
+def test_narrow_products_stay_in_numpy(single_thread):
+    """Fewer than MIN_DIM output columns or inner size: NumPy (MKL's generic kernels are slow
+    there); from MIN_DIM on, MKL; a narrow linear still gives PyTorch's values."""
+    _loaded()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    w = rng.standard_normal((_gemm.MIN_DIM - 1, 512)).astype(np.float32)
+    assert _gemm.try_gemm(x, w.T) is None
+    w16 = rng.standard_normal((_gemm.MIN_DIM, 512)).astype(np.float32)
+    assert _gemm.try_gemm(x, w16.T) is not None
+    g = rng.standard_normal((128, _gemm.MIN_DIM - 1)).astype(np.float32)   # inner size 15
+    assert _gemm.try_gemm(g, rng.standard_normal((_gemm.MIN_DIM - 1, 512)).astype(np.float32)) is None
+    b = rng.standard_normal(_gemm.MIN_DIM - 1).astype(np.float32)
+    y = dg.nn.functional.linear(dg.tensor(x), dg.tensor(w), dg.tensor(b)).numpy()
+    ty = torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b)).numpy()
+    np.testing.assert_allclose(y, ty, rtol=1e-5, atol=1e-4)

@@ -21,7 +21,8 @@ machine), because MKL is opened with its sequential threading layer: a threaded 
 to NumPy's threaded OpenBLAS competes for the cores (measured: a 0.3 ms product took 8 ms
 with two MKL threads on the loaded 2-core machine).  With more threads, NumPy's threaded
 BLAS keeps every product.  Products with at most two rows (matrix-vector-like, where
-NumPy's call is cheapest) and tiny ones also stay in NumPy.
+NumPy's call is cheapest), narrow ones (fewer than ``MIN_DIM`` columns or a shorter inner
+size) and tiny ones also stay in NumPy.
 
 Switches: ``DYNGRAPH_BLAS=numpy`` never uses MKL; ``DYNGRAPH_BLAS=/path/libmkl_rt.so.2``
 names the library (any CBLAS with ``cblas_sgemm``/``cblas_dgemm``).  ``DYNGRAPH_PURE_PYTHON``
@@ -49,6 +50,12 @@ _K = compiled_kernels("gemm", "blas_load")
 MIN_ROWS = 3
 # Less work (M * N * K) than this: NumPy (its ~1 us call is as fast as any library's).
 MIN_WORK = 8192
+# Fewer output columns or a shorter inner size than this: NumPy.  MKL's generic kernels (the
+# path it takes on AMD) are slow for narrow products -- a classifier's few outputs and their
+# gradients; AMD Zen 4, one thread, us, MKL / NumPy's OpenBLAS: (128, 512) @ (512, 10) with
+# its bias 82 / 40, (2000, 128) @ (128, 5) 137 / 100, the input gradient (128, 10) @ (10, 512)
+# 23 / 15; at 16 the two are equal ((128, 512) @ (512, 16) 27 / 29).
+MIN_DIM = 16
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _SEQUENTIAL_LAYER = 1    # MKL_Set_Threading_Layer's value for MKL_THREADING_SEQUENTIAL
@@ -184,8 +191,8 @@ def try_gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np
     m, k = a.shape
     n = b.shape[1]
     dt = a.dtype
-    if m < MIN_ROWS or m * n * k < MIN_WORK or dt not in _FLOATS or b.dtype != dt \
-            or b.shape[0] != k:
+    if m < MIN_ROWS or n < MIN_DIM or k < MIN_DIM or m * n * k < MIN_WORK or dt not in _FLOATS \
+            or b.dtype != dt or b.shape[0] != k:
         return None
     out = np.empty((m, n), dt)
     if bias is None:
