@@ -300,11 +300,12 @@ def test_backends_mkl_reports_the_library(monkeypatch, single_thread):
 
 @needs_lib
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_bias_inside_the_product(single_thread, dtype):
+def test_bias_inside_the_product(single_thread, dtype, monkeypatch):
     """``try_gemm(a, b, bias)`` writes the bias first and lets the library add the product
     (beta = 1): the values of ``a @ b + bias`` (rounding aside), 2-D and 3-D linears take it,
     and a bias it cannot take (another dtype or shape) is refused, not broadcast wrongly."""
     _loaded()
+    monkeypatch.setattr(_gemm, "_amd", False)   # every product to the library (see AMD_NT_ROWS)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((40, 96)).astype(dtype)
     w = rng.standard_normal((70, 96)).astype(dtype)
@@ -345,3 +346,30 @@ def test_narrow_products_stay_in_numpy(single_thread):
     y = dg.nn.functional.linear(dg.tensor(x), dg.tensor(w), dg.tensor(b)).numpy()
     ty = torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b)).numpy()
     np.testing.assert_allclose(y, ty, rtol=1e-5, atol=1e-4)
+
+
+@needs_lib
+def test_amd_policy_keeps_only_skinny_transposed_float32_products(single_thread, monkeypatch):
+    """On AMD processors (MKL's generic kernels) only float32 ``x @ W.T`` with fewer than
+    AMD_NT_ROWS rows goes to MKL; the others stay in NumPy's OpenBLAS, with the same values."""
+    _loaded()
+    monkeypatch.setattr(_gemm, "_amd", True)
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((300, 64)).astype(np.float32)
+    few = rng.standard_normal((_gemm.AMD_NT_ROWS - 1, 64)).astype(np.float32)
+    many = rng.standard_normal((_gemm.AMD_NT_ROWS, 64)).astype(np.float32)
+    assert _gemm.try_gemm(few, w.T) is not None                      # skinny x @ W.T: MKL
+    assert _gemm.try_gemm(many, w.T) is None                         # many rows: NumPy
+    assert _gemm.try_gemm(few, w.T.copy()) is None                   # contiguous right operand
+    assert _gemm.try_gemm(few.T.copy().T, w.T.copy()) is None        # g.T @ x layout
+    assert _gemm.try_gemm(few.astype(np.float64), w.T.astype(np.float64)) is None   # float64
+    for x in (few, many):
+        b = rng.standard_normal(300).astype(np.float32)
+        y = dg.nn.functional.linear(dg.tensor(x), dg.tensor(w), dg.tensor(b)).numpy()
+        np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=1e-5, atol=1e-4)
+    monkeypatch.setattr(_gemm, "_amd", False)
+    assert _gemm.try_gemm(many, w.T) is not None and _gemm.try_gemm(few, w.T.copy()) is not None
+
+
+def test_cpu_vendor_is_read():
+    assert _gemm._cpu_is_amd() in (True, False)

@@ -7,7 +7,9 @@ median us; docs/performance.md "Eighth pass" has the command): ``x @ W.T`` for
 ``x`` (20, 128) and ``W`` (5001, 128) -- a language model's output layer -- OpenBLAS 526,
 MKL 299, PyTorch 283; (25, 128) @ (128, 640) 67 / 39 / 36; (128, 784) @ (784, 512) 892 /
 719 / 727.  OpenBLAS is slowest when the second operand is a transposed view (the layout
-of every ``linear``): up to 1.8x its own time on a contiguous copy.
+of every ``linear``): up to 1.8x its own time on a contiguous copy.  On AMD processors MKL
+takes its generic kernels and OpenBLAS is the faster library for everything but that skinny
+float32 ``x @ W.T`` (see ``AMD_NT_ROWS``), so only those products go to MKL there.
 
 How: ``pip install mkl`` (or ``pip install dyngraph[mkl]``) puts ``libmkl_rt.so`` in the
 environment's ``lib`` folder; :func:`matmul2d` finds it on its first call, opens it in
@@ -57,8 +59,20 @@ MIN_WORK = 8192
 # 23 / 15; at 16 the two are equal ((128, 512) @ (512, 16) 27 / 29).
 MIN_DIM = 16
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+_FLOATS = (_F32, np.dtype(np.float64))
 _SEQUENTIAL_LAYER = 1    # MKL_Set_Threading_Layer's value for MKL_THREADING_SEQUENTIAL
+
+# On AMD processors MKL runs its generic kernels, and NumPy's OpenBLAS (AVX-512 / AVX2 kernels)
+# is as fast or faster for every product except the skinny float32 ``x @ W.T`` (a transposed
+# right operand, fewer than AMD_NT_ROWS rows), where OpenBLAS runs at 1.1-1.9x MKL's time.
+# AMD Zen 4, one thread, OpenBLAS / MKL time over a grid of M in 16..1024 and K, N in
+# 128..1024 (docs/performance.md, Ninth pass): float32 x @ W.T 1.07-1.91 below 256 rows,
+# 0.84-1.02 from 256; g @ W and g.T @ x 0.66-1.07; float64 0.62-1.16 (median ~0.9).  The LSTM
+# layer's large products: dW_hh 11.9 -> 9.7 ms, x @ W_ih^T 6.7 -> 5.5 ms.  On Intel
+# processors MKL was faster for every product measured (the Xeon of the eighth pass).
+AMD_NT_ROWS = 256
+_amd: bool | None = None         # the CPU is AMD's (decided on the first product)
 
 _library: str | None = None      # the opened library's path
 _tried = False                   # the search ran (it runs once, on the first product)
@@ -141,6 +155,18 @@ def _open() -> None:
     _library = path
 
 
+def _cpu_is_amd() -> bool:
+    """Whether ``/proc/cpuinfo`` names AMD as the vendor (False where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return "AuthenticAMD" in line
+    except OSError:
+        pass
+    return False
+
+
 def set_single_thread(single: bool) -> None:
     """Called by ``dg.set_num_threads``: MKL's sequential kernels serve only one-thread runs."""
     global _single_thread, _active
@@ -149,7 +175,9 @@ def set_single_thread(single: bool) -> None:
 
 
 def _decide() -> bool:
-    global _active
+    global _active, _amd
+    if _amd is None:
+        _amd = _cpu_is_amd()
     if _single_thread is None:
         set_single_thread(_env_threads())
     if _single_thread and not _tried:
@@ -194,6 +222,8 @@ def try_gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np
     if m < MIN_ROWS or n < MIN_DIM or k < MIN_DIM or m * n * k < MIN_WORK or dt not in _FLOATS \
             or b.dtype != dt or b.shape[0] != k:
         return None
+    if _amd and (dt != _F32 or m >= AMD_NT_ROWS or b.strides[0] != b.itemsize):
+        return None     # NumPy's OpenBLAS is as fast or faster on AMD (see AMD_NT_ROWS)
     out = np.empty((m, n), dt)
     if bias is None:
         return out if _K.gemm(a, b, out) else None

@@ -244,11 +244,13 @@ def linear_p(x, w, b=None):
             out = None
             if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 and x.size * w.shape[0] >= _GEMM_WORK:
                 # a 1-D bias goes into the library's product (addmm: beta = 1)
-                if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype:
+                if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype \
+                        and b.shape[0] == w.shape[0]:
                     out = try_gemm(x, w.T, b)
                     if out is not None:
                         return out
-                out = try_gemm(x, w.T)
+                else:
+                    out = try_gemm(x, w.T)
             if out is None:
                 if type(w) is np.ndarray and _flip(x, w, b):
                     return _flipped_linear(x, w, b)
