@@ -28,11 +28,14 @@ pytestmark = pytest.mark.skipif(K is None or rnn._K is None or LIB is None,
 
 
 @pytest.fixture
-def single_thread():
-    """Products as in a one-thread run (the only runs that use MKL), restored afterwards."""
+def single_thread(monkeypatch):
+    """Products as in a one-thread run (the only runs that use MKL), restored afterwards; on
+    AMD processors too, where the layer leaves its per-step products to the packed kernel
+    (``rnn._mkl_steps``), so that these paths are tested on every machine."""
     before = _gemm._single_thread
     _gemm.set_single_thread(True)
     assert _gemm.library() is not None, "the library was found but did not open"
+    monkeypatch.setattr(_gemm, "_amd", False)
     yield
     _gemm._single_thread, _gemm._active = before, None
 
@@ -300,3 +303,18 @@ def test_mkl_gru_ragged_steps_match_float64_reference(single_thread, spy):
         gn = rnn._gru_backward([gh.astype(np.float64), None], want, *up, sizes, reverse)
         for k, (g, wt) in enumerate(zip(gk, gn, strict=True)):
             np.testing.assert_allclose(g, wt, rtol=1e-4, atol=2e-5 * np.abs(wt).max(), err_msg=f"gradient {k}")
+
+
+@pytest.mark.parametrize("mod", ["LSTM", "GRU"])
+def test_amd_rule_takes_the_packed_kernel_and_matches_torch(single_thread, spy, monkeypatch, mod):
+    """On AMD processors (``_gemm._amd``) the per-step products leave MKL for the packed
+    kernel (``_K.gemm_packed``: no MKL per-step call), and the layer still gives PyTorch's
+    values and gradients."""
+    monkeypatch.setattr(_gemm, "_amd", True)
+    w = np.ones((64, 32), np.float32)
+    assert not rnn._mkl_steps(w, 32, True) and not rnn._mkl_steps(w, 32, False)
+    rng = np.random.default_rng(33)
+    tmod, dmod = getattr(torch.nn, mod)(8, 32), getattr(dg.nn, mod)(8, 32)
+    x = rng.standard_normal((12, 16, 8))
+    compare_modules(tmod, dmod, [x], "float32", call=lambda m, x: m(x)[0])
+    assert spy["into"] == 0 and spy["packed"] == 0
