@@ -79,7 +79,7 @@ def np_dtype_for(code: str) -> np.dtype | None:
     if dt is None and code == "BF16":   # only when this dyngraph has a bfloat16 dtype
         bf = _dt._BY_NAME.get("bfloat16")
         if bf is not None:
-            return bf.np
+            return bf.np                # (imports ml_dtypes on the first such file)
     return dt
 
 

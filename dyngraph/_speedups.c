@@ -31,8 +31,10 @@ static Py_ssize_t m_shape, m_dtype;
 static PyObject *AsArray = NULL;        /* registry._as_array */
 static PyObject *Finish = NULL;         /* registry._finish: the tail of bind after the forward */
 static PyObject *MarkView = NULL;       /* registry._mark_view: views the fast checks cannot decide */
-/* the class of ml_dtypes' bfloat16 dtype (both byte orders); NULL when ml_dtypes is missing.
-   Comparing the dtype's class is one pointer test per input instead of reading dtype.kind. */
+/* the class of ml_dtypes' bfloat16 dtype (both byte orders); NULL until dyngraph.dtypes loads
+   it (ml_dtypes is imported on first use of bfloat16: set_bf16_dtype, called from
+   dtypes.on_bfloat16).  No bfloat16 array exists before that.  Comparing the dtype's class is
+   one pointer test per input instead of reading dtype.kind. */
 static PyTypeObject *Bf16DTypeType = NULL;
 static PyObject *ZERO = NULL, *ONE = NULL;
 /* NumPy's FP-report context variable and its "all off" value (registry._FP_STATE/_FP_QUIET);
@@ -341,21 +343,13 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_XSETREF(AsArray, Py_NewRef(asarray));
     Py_XSETREF(Finish, Py_NewRef(finish));
     Py_XSETREF(MarkView, Py_NewRef(markview));
-    /* np.dtype(ml_dtypes.bfloat16)'s class; bfloat16 inputs defer to registry._run_bf16 */
-    PyObject *np = PyImport_ImportModule("numpy");
-    PyObject *ml = np ? PyImport_ImportModule("ml_dtypes") : NULL;
-    PyObject *bf = ml ? PyObject_GetAttrString(ml, "bfloat16") : NULL;
-    PyObject *bfdt = bf ? PyObject_CallMethod(np, "dtype", "O", bf) : NULL;
-    if (bfdt != NULL) {
-        Py_XSETREF(Bf16DTypeType, (PyTypeObject *)Py_NewRef(Py_TYPE(bfdt)));
-    } else {
-        PyErr_Clear();
-        Py_CLEAR(Bf16DTypeType);
-    }
-    Py_XDECREF(bfdt);
-    Py_XDECREF(bf);
-    Py_XDECREF(ml);
-    Py_XDECREF(np);
+    Py_RETURN_NONE;
+}
+
+/* set_bf16_dtype(np_dtype): the class of np.dtype(ml_dtypes.bfloat16); bfloat16 inputs then
+   defer to registry._run_bf16 (dyngraph.dtypes calls it when it loads bfloat16) */
+static PyObject *set_bf16_dtype(PyObject *self, PyObject *dt) {
+    Py_XSETREF(Bf16DTypeType, (PyTypeObject *)Py_NewRef(Py_TYPE(dt)));
     Py_RETURN_NONE;
 }
 
@@ -2451,6 +2445,8 @@ static PyMethodDef methods[] = {
     {"discover", discover, METH_O, "Dependency counts of the graph behind the root vertices."},
     {"backward_loop", backward_loop, METH_VARARGS, "The engine's plain-backward loop."},
     {"setup", setup, METH_VARARGS, "Bind the accelerator to dyngraph's classes."},
+    {"set_bf16_dtype", set_bf16_dtype, METH_O,
+     "set_bf16_dtype(np_dtype): bfloat16 inputs (that dtype's class) take registry._run_bf16."},
     {"rows_add", (PyCFunction)(void (*)(void))rows_add, METH_FASTCALL,
      "rows_add(out, rows, vals): np.add.at(out, rows, vals) along axis 0 (False: not done)."},
     {"index_below", (PyCFunction)(void (*)(void))index_below, METH_FASTCALL,

@@ -10,7 +10,8 @@ decide over Python scalars.  So ``float32_tensor * 2.5`` stays float32 and
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+
 import numpy as np
 
 __all__ = [
@@ -61,17 +62,88 @@ int32 = dtype("int32", np.int32, 1)
 int64 = dtype("int64", np.int64, 1)
 uint8 = dtype("uint8", np.uint8, 1)
 bool = dtype("bool", np.bool_, 0)
-# bfloat16 is ml_dtypes' NumPy extension type (NumPy kind "V", not "f": test floating-ness
-# with is_floating_point_dtype, never with dtype.kind).
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
-_BF16 = bfloat16.np
+
+
+class _Bfloat16(dtype):
+    """``dg.bfloat16``: ml_dtypes' NumPy extension type (NumPy kind "V", not "f": test
+    floating-ness with is_floating_point_dtype, never with dtype.kind).
+
+    ml_dtypes is imported on first use of the NumPy dtype (``.np``), not with dyngraph: its
+    import registers casts and loops for all of its types and takes ~0.7-0.9 s (ml_dtypes 0.7
+    on NumPy 2.4), most of ``import dyngraph``.  A bfloat16 array can only exist once
+    ml_dtypes is imported, and every way into dyngraph looks its dtype up in ``_BY_NP``, whose
+    miss hook loads it (:func:`is_bfloat16` tells the dtype by name without importing)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        self.name = "bfloat16"
+        self.category = 2
+        self.is_floating_point = True
+        self.is_signed = True
+        self.itemsize = 2
+
+    @property
+    def np(self):
+        return _load_bfloat16()
+
+
+def _load_bfloat16() -> np.dtype:
+    """``np.dtype(ml_dtypes.bfloat16)``, importing ml_dtypes and registering the dtype the
+    first time (``_BY_NP``; the compiled bind's bfloat16 test, ``_speedups``)."""
+    global _BF16
+    if _BF16 is None:
+        import ml_dtypes  # noqa: PLC0415  (on first use: see _Bfloat16)
+
+        npd = np.dtype(ml_dtypes.bfloat16)
+        _BY_NP[npd] = bfloat16
+        for hook in _BF16_HOOKS:
+            hook(npd)
+        _BF16 = npd
+    return _BF16
+
+
+_BF16: np.dtype | None = None
+_BF16_HOOKS: list = []      # called with the NumPy dtype when it is loaded (the C bind's test)
+
+
+def on_bfloat16(hook) -> None:
+    """Call ``hook(np_dtype)`` when bfloat16's NumPy dtype is loaded (now, if it is)."""
+    _BF16_HOOKS.append(hook)
+    if _BF16 is not None:
+        hook(_BF16)
+
+
+def is_bfloat16(np_dtype) -> _builtin_bool:
+    """Whether a NumPy dtype is ml_dtypes' bfloat16, without importing ml_dtypes.
+
+    >>> is_bfloat16(np.dtype("float16"))
+    False
+    """
+    return np_dtype.kind == "V" and np_dtype.name == "bfloat16" and np_dtype.itemsize == 2
+
+
+class _ByNp(dict):
+    """NumPy dtype -> dyngraph dtype; a bfloat16 key not seen yet loads it (see _Bfloat16)."""
+
+    def __missing__(self, key):
+        if isinstance(key, np.dtype) and is_bfloat16(key):
+            _load_bfloat16()
+            if key in self:
+                return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+
+bfloat16 = _Bfloat16()
 
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool)
-_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NP = _ByNp((d.np, d) for d in ALL_DTYPES if d is not bfloat16)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
+if "ml_dtypes" in sys.modules:    # imported already: nothing to save by waiting
+    _load_bfloat16()
 
 
 def _by_name(name: str) -> dtype:
@@ -85,7 +157,7 @@ def from_numpy_dtype(np_dtype) -> dtype:
     except KeyError:
         pass
     np_dtype = np.dtype(np_dtype)
-    if np_dtype in _BY_NP:
+    if np_dtype in _BY_NP or is_bfloat16(np_dtype):
         return _BY_NP[np_dtype]
     if np_dtype.kind == "u" and np_dtype.itemsize > 1:
         raise TypeError(f"dyngraph does not support {np_dtype} (only uint8 among unsigned types)")
@@ -94,7 +166,8 @@ def from_numpy_dtype(np_dtype) -> dtype:
 
 def to_numpy_dtype(d) -> np.dtype:
     """Accept a dyngraph dtype, a NumPy dtype, a Python type or a dtype name."""
-    if type(d) is dtype:
+    tp = type(d)
+    if tp is dtype or tp is _Bfloat16:
         return d.np
     if d is _builtin_float:
         return _default_float.np
@@ -109,7 +182,8 @@ def to_numpy_dtype(d) -> np.dtype:
 
 def as_dtype(d) -> dtype:
     """Normalise anything :func:`to_numpy_dtype` accepts into a dyngraph dtype."""
-    if type(d) is dtype:
+    tp = type(d)
+    if tp is dtype or tp is _Bfloat16:
         return d
     return _BY_NP[to_numpy_dtype(d)]
 
@@ -145,7 +219,7 @@ def is_floating_point_dtype(np_dtype) -> _builtin_bool:
     >>> is_floating_point_dtype(bfloat16.np), is_floating_point_dtype(np.dtype("int64"))
     (True, False)
     """
-    return np_dtype.kind == "f" or np_dtype == _BF16
+    return np_dtype.kind == "f" or (np_dtype.kind == "V" and is_bfloat16(np_dtype))
 
 
 def _category(np_dtype) -> _builtin_int:

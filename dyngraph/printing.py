@@ -62,7 +62,7 @@ def _special(v) -> str | None:
 
 
 def format_array(a: np.ndarray, prefix: str) -> str:
-    if a.dtype == _dt.bfloat16.np:
+    if _dt.is_bfloat16(a.dtype):
         a = a.astype(np.float32)   # exact; NumPy's float formatting only applies to kind "f"
     if a.dtype.kind == "f":
         fmt = {"float_kind": _float_formatter(a)}

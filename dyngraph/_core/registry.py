@@ -276,7 +276,7 @@ def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
             datas = promote_arrays(prim, datas)
     if not prim.is_view:
         for d in datas:
-            if type(d) is np.ndarray and d.dtype.kind == "V" and d.dtype == _BF16:
+            if type(d) is np.ndarray and d.dtype.kind == "V" and _dt.is_bfloat16(d.dtype):
                 datas, out = _run_bf16(prim, args, datas, params)
                 return _finish(prim, args, datas, params, out, need)
     try:
@@ -287,7 +287,6 @@ def _bind_py(prim: Primitive, args: tuple, params: dict = EMPTY):
     return _finish(prim, args, datas, params, out, need)
 
 
-_BF16 = _dt.bfloat16.np
 _F32 = np.dtype(np.float32)
 
 
@@ -302,7 +301,8 @@ def _run_bf16(prim: Primitive, args: tuple, datas: list, params: dict):
     (``sum(x, dtype=float32)``) keeps its result dtype.  The C accelerator sends every
     bfloat16 call here (it only takes float kind ``'f'`` arrays).
     """
-    datas = [d.astype(_F32) if type(d) is np.ndarray and d.dtype == _BF16 else d for d in datas]
+    bf16 = _dt.bfloat16.np     # loaded: a bfloat16 operand is here
+    datas = [d.astype(_F32) if type(d) is np.ndarray and d.dtype == bf16 else d for d in datas]
     try:
         out = prim.impl(*datas, **params) if params else prim.impl(*datas)
     except (ValueError, TypeError, IndexError) as exc:
@@ -310,9 +310,9 @@ def _run_bf16(prim: Primitive, args: tuple, datas: list, params: dict):
     if params.get("dtype") is None:
         if prim.n_outputs == 1:
             if getattr(out, "dtype", None) == _F32:
-                out = np.asarray(out).astype(_BF16)
+                out = np.asarray(out).astype(bf16)
         else:
-            out = tuple(o.astype(_BF16) if getattr(o, "dtype", None) == _F32 else o for o in out)
+            out = tuple(o.astype(bf16) if getattr(o, "dtype", None) == _F32 else o for o in out)
     return datas, out
 
 
@@ -583,6 +583,8 @@ if not __import__("os").environ.get("DYNGRAPH_PURE_PYTHON"):
     if _speedups is not None:
         _speedups.setup(Tensor, Node, np.ndarray, STATE, _bind_py, _op_error, Primitive, Meta,
                         _as_array, _finish, _mark_view, _FP_STATE, _FP_QUIET, EMPTY)
+        if hasattr(_speedups, "set_bf16_dtype"):
+            _dt.on_bfloat16(_speedups.set_bf16_dtype)   # when ml_dtypes is loaded (dtypes.py)
         bind = _speedups.bind
         mark_views = _speedups.mark_views
         if hasattr(_speedups, "rows_add"):   # (an extension built before them has none)
