@@ -157,7 +157,9 @@ def from_numpy_dtype(np_dtype) -> dtype:
     except KeyError:
         pass
     np_dtype = np.dtype(np_dtype)
-    if np_dtype in _BY_NP or is_bfloat16(np_dtype):
+    if is_bfloat16(np_dtype):
+        _load_bfloat16()
+    if np_dtype in _BY_NP:
         return _BY_NP[np_dtype]
     if np_dtype.kind == "u" and np_dtype.itemsize > 1:
         raise TypeError(f"dyngraph does not support {np_dtype} (only uint8 among unsigned types)")
