@@ -157,10 +157,10 @@ def from_numpy_dtype(np_dtype) -> dtype:
     except KeyError:
         pass
     np_dtype = np.dtype(np_dtype)
-    if is_bfloat16(np_dtype):
-        _load_bfloat16()
-    if np_dtype in _BY_NP:
-        return _BY_NP[np_dtype]
+    try:
+        return _BY_NP[np_dtype]     # (the first bfloat16 loads it: _ByNp)
+    except KeyError:
+        pass
     if np_dtype.kind == "u" and np_dtype.itemsize > 1:
         raise TypeError(f"dyngraph does not support {np_dtype} (only uint8 among unsigned types)")
     raise TypeError(f"dyngraph does not support the NumPy dtype {np_dtype}")
@@ -221,7 +221,7 @@ def is_floating_point_dtype(np_dtype) -> _builtin_bool:
     >>> is_floating_point_dtype(bfloat16.np), is_floating_point_dtype(np.dtype("int64"))
     (True, False)
     """
-    return np_dtype.kind == "f" or (np_dtype.kind == "V" and is_bfloat16(np_dtype))
+    return np_dtype.kind == "f" or is_bfloat16(np_dtype)
 
 
 def _category(np_dtype) -> _builtin_int:

@@ -16,7 +16,6 @@ from .._core.registry import LOOPS as _LOOPS
 from ..tensor import Tensor
 from ._gemm import MIN_ROWS as _GEMM_ROWS
 from ._gemm import MIN_WORK as _GEMM_WORK
-from ._gemm import active as _gemm_active
 from ._gemm import matmul2d, try_gemm
 from .elementwise import _K, _KDT, exp_p, rsqrt_p
 from .linalg import _BLAS_KINDS, matmul_p, mm_rule
@@ -197,6 +196,12 @@ _FLIP_ROWS = (4, 48)
 _FLIP_WORK = 2048
 
 
+def _vector_bias(b, x, w) -> bool:
+    """``b`` is a 1-D array of ``x``'s dtype with one entry per row of ``w`` (a bias that the
+    product itself can add)."""
+    return type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype and b.shape[0] == w.shape[0]
+
+
 def _flipped_linear(x, w, b):
     """``x @ w.T (+ b)`` as ``(w @ x.T).T`` written into a C-ordered result (see _FLIP_ROWS)."""
     out = np.empty((x.shape[0], w.shape[0]), x.dtype)
@@ -213,51 +218,51 @@ def _flip(x, w, b) -> bool:
     m = x.shape[0]
     return (x.dtype == np.float32 and _FLIP_ROWS[0] <= m <= _FLIP_ROWS[1] and w.ndim == 2
             and w.dtype == np.float32 and m * w.shape[0] >= _FLIP_WORK
-            and (b is None or (type(b) is np.ndarray and b.dtype == np.float32
-                               and b.shape == (w.shape[0],))))
+            and (b is None or _vector_bias(b, x, w)))
+
+
+def _linear_2d(x, w, b):
+    """``x @ w.T`` for a 2-D float ndarray ``x``, with ``b`` added where the product can take
+    it: ``(out, bias_added)``.  From 3 rows up MKL where it is installed and applies (ops/_gemm.py:
+    OpenBLAS's x @ W.T is up to 1.8x slower), a 1-D bias inside its product (addmm: beta = 1);
+    else the flipped form for few float32 rows (_FLIP_ROWS); else np.dot, which passes the
+    transposed view w.T to BLAS as a flag, ~0.5 us cheaper per call than np.matmul on small
+    products."""
+    if type(w) is not np.ndarray or w.ndim != 2:
+        return np.dot(x, w.T), False
+    if x.shape[0] >= _GEMM_ROWS and x.size * w.shape[0] >= _GEMM_WORK:
+        vb = b is not None and _vector_bias(b, x, w)
+        out = try_gemm(x, w.T, b if vb else None)
+        if out is not None:
+            return out, vb
+    if _flip(x, w, b):
+        return _flipped_linear(x, w, b), b is not None
+    return np.dot(x, w.T), False
 
 
 @primitive("linear", promote="same", save_inputs=True)
 def linear_p(x, w, b=None):
     """Primitive: ``x @ w.T + b``."""
+    added = False
     if x.ndim > 2:
         # one 2-D GEMM instead of NumPy's loop of small per-batch products (~1.6x faster)
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
-        if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype \
-                and type(x2) is np.ndarray:
-            out = try_gemm(x2, w.T, b)     # the bias inside the product (addmm), see below
-            if out is not None:
-                return out.reshape(lead + (w.shape[0],))
-        if not _gemm_active() and type(x2) is np.ndarray and type(w) is np.ndarray \
-                and _flip(x2, w, b):
-            return _flipped_linear(x2, w, b).reshape(lead + (w.shape[0],))
-        out = matmul2d(x2, w.T).reshape(lead + (w.shape[0],))
-    elif x.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray:
-        # in_features == 1 is an outer product (a multiply); from 3 rows up MKL where it is
-        # installed (ops/_gemm.py: OpenBLAS's x @ W.T is up to 1.8x slower); else np.dot,
-        # which passes the transposed view w.T to BLAS as a flag, ~0.5 us cheaper per call
-        # than np.matmul on small products
-        if x.shape[1] == 1:
-            out = x * w.T
+        if type(x2) is np.ndarray and x2.dtype.kind in _BLAS_KINDS:
+            out, added = _linear_2d(x2, w, b)
         else:
-            out = None
-            if x.shape[0] >= _GEMM_ROWS and w.ndim == 2 and x.size * w.shape[0] >= _GEMM_WORK:
-                # a 1-D bias goes into the library's product (addmm: beta = 1)
-                if b is not None and type(b) is np.ndarray and b.ndim == 1 and b.dtype == x.dtype \
-                        and b.shape[0] == w.shape[0]:
-                    out = try_gemm(x, w.T, b)
-                    if out is not None:
-                        return out
-                else:
-                    out = try_gemm(x, w.T)
-            if out is None:
-                if type(w) is np.ndarray and _flip(x, w, b):
-                    return _flipped_linear(x, w, b)
-                out = np.dot(x, w.T)
+            out = matmul2d(x2, w.T)
+        out = out.reshape(lead + (w.shape[0],))
+    elif x.ndim == 2 and x.dtype.kind in _BLAS_KINDS and type(x) is np.ndarray:
+        if x.shape[1] == 1:     # in_features == 1: an outer product (a multiply)
+            out = x * w.T
+        elif x.shape[0] < _GEMM_ROWS:   # one or two rows (per-node code): neither MKL nor the flip
+            out = np.dot(x, w.T)
+        else:
+            out, added = _linear_2d(x, w, b)
     else:
         out = np.matmul(x, w.T)
-    if b is not None:
+    if b is not None and not added:
         out += b
     return out
 
